@@ -1,0 +1,112 @@
+# memcached-operator: build, test and demo targets. Run `make help` for the list.
+
+SHELL := /usr/bin/env bash -o errexit -o nounset -o pipefail
+
+# VERSION is the operator release stamped into the binary, the image tag and the CSV.
+VERSION ?= 0.0.2
+# REPLACES is the CSV version that the rendered CSV upgrades from (empty for the first release).
+REPLACES ?= 0.0.1
+# IMG is the operator image that `make image`, `make push` and `make deploy` use.
+IMG ?= quay.io/example/memcached-operator:v$(VERSION)
+# NAMESPACE is where `make deploy` and `make run` put and watch the operator.
+NAMESPACE ?= default
+# KUBECONFIG is the cluster that `make run`, `make deploy` and `make undeploy` talk to.
+KUBECONFIG ?= $(HOME)/.kube/config
+
+OUTPUT := tmp/_output
+BIN := $(OUTPUT)/bin/memcached-operator
+
+export VERSION IMG NAMESPACE
+
+.DEFAULT_GOAL := help
+
+##@ General
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make <target> [VAR=value]\n"} \
+		/^[a-zA-Z0-9_.-]+:.*?##/ { printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2 } \
+		/^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: build
+build: ## Build the static operator binary into tmp/_output/bin.
+	tmp/build/build.sh
+
+.PHONY: generate
+generate: ## Regenerate zz_generated.deepcopy.go with deepcopy-gen.
+	tmp/codegen/update-generated.sh
+
+.PHONY: verify
+verify: ## Fail when gofmt, go vet, generated code, Gopkg or the OLM catalog are stale.
+	tmp/codegen/verify-generated.sh
+	@test -z "$$(gofmt -l cmd pkg test)" || { gofmt -l cmd pkg test; echo "gofmt: files above need formatting"; exit 1; }
+	go vet ./...
+	cd test && go vet ./...
+
+.PHONY: unit
+unit: ## Run the operator's unit tests with the race detector.
+	go test -race -count=1 ./...
+
+.PHONY: run
+run: build ## Run the operator locally against KUBECONFIG (the SDK's `up local`).
+	KUBERNETES_CONFIG=$(KUBECONFIG) WATCH_NAMESPACE=$(NAMESPACE) $(BIN) --log-level=debug
+
+##@ Local cluster
+
+.PHONY: tools
+tools: ## Build kube-apiserver, etcd, kwok, kubectl and OLM from Go modules into tmp/_output/tools.
+	test/scripts/build-tools.sh
+
+.PHONY: demo
+demo: ## Start a local Kubernetes 1.37 cluster, deploy the operator and create the guide's resources.
+	test/scripts/demo.sh up
+
+.PHONY: demo-down
+demo-down: ## Stop the demo operator and delete the demo cluster.
+	test/scripts/demo.sh down
+
+##@ Image
+
+.PHONY: image
+image: build ## Build the operator image IMG with docker, podman or buildah.
+	tmp/build/image.sh build "$(IMG)"
+
+.PHONY: push
+push: ## Push the operator image IMG.
+	tmp/build/image.sh push "$(IMG)"
+
+##@ Deploy
+
+.PHONY: deploy
+deploy: ## Apply deploy/ to KUBECONFIG with the operator image IMG.
+	tmp/build/render-operator.sh "$(IMG)" > $(OUTPUT)/operator.yaml
+	KUBECONFIG=$(KUBECONFIG) kubectl apply -n $(NAMESPACE) -f deploy/crd.yaml -f deploy/sa.yaml -f deploy/rbac.yaml -f $(OUTPUT)/operator.yaml
+
+.PHONY: undeploy
+undeploy: ## Delete what `make deploy` applied (Memcached resources first).
+	-KUBECONFIG=$(KUBECONFIG) kubectl delete -n $(NAMESPACE) memcached --all --wait=true
+	-KUBECONFIG=$(KUBECONFIG) kubectl delete -n $(NAMESPACE) -f deploy/operator.yaml -f deploy/rbac.yaml -f deploy/sa.yaml --ignore-not-found
+	-KUBECONFIG=$(KUBECONFIG) kubectl delete -f deploy/crd.yaml --ignore-not-found
+
+.PHONY: olm-catalog
+olm-catalog: ## Render the CSV for VERSION (replacing REPLACES) into deploy/olm-catalog.
+	test/scripts/olm-catalog.sh "$(VERSION)" "$(REPLACES)"
+
+##@ Test
+
+.PHONY: test
+test: verify unit e2e ## Run everything CI runs: verify, unit tests, then the end-to-end suites.
+
+.PHONY: e2e
+e2e: build tools ## Run the end-to-end suites (cluster, image, OLM) against local clusters.
+	cd test && go test -count=1 -timeout 40m -v ./...
+
+.PHONY: clean
+clean: ## Remove build outputs (keeps the tool cache; see `make clean-tools`).
+	rm -rf $(OUTPUT)/bin $(OUTPUT)/demo $(OUTPUT)/e2e
+
+.PHONY: clean-tools
+clean-tools: ## Remove the cached Kubernetes, etcd, KWOK and OLM binaries.
+	rm -rf $(OUTPUT)/tools

@@ -1,0 +1,429 @@
+// Package image tests the operator image end to end: it builds the image from
+// tmp/build/Dockerfile with buildah (offline), pushes it to a throwaway
+// docker-registry on 127.0.0.1, reads the manifest and config back over the
+// registry API and runs the binary it finds in the layer.
+//
+// The test needs buildah and docker-registry (Debian: apt-get install -y
+// buildah docker-registry). It fails rather than skips when they are missing,
+// so CI cannot pass without exercising the image.
+package image
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+)
+
+const (
+	// binaryPath is where the Dockerfile puts the operator; it is also the
+	// image's entrypoint.
+	binaryPath = "/usr/local/bin/memcached-operator"
+	// maxCompressedSize is the budget for config plus compressed layers.
+	maxCompressedSize = 40 << 20
+	// defaultVersion is stamped when the test runs outside `make e2e`, which
+	// exports the Makefile's VERSION.
+	defaultVersion = "0.0.0-imagetest"
+	// buildTimeout bounds build.sh plus the image build and push.
+	buildTimeout = 10 * time.Minute
+	// registryStartTimeout bounds how long docker-registry may take to answer.
+	registryStartTimeout = 30 * time.Second
+)
+
+func TestImageBuildPushAndRun(t *testing.T) {
+	buildah := requireTool(t, "buildah")
+	registryBin := requireTool(t, "docker-registry")
+	requireTool(t, "make")
+	t.Logf("using %s and %s", buildah, registryBin)
+
+	root := repoRoot(t)
+	version := os.Getenv("VERSION")
+	if version == "" {
+		version = defaultVersion
+	}
+
+	addr := startRegistry(t, registryBin)
+	img := fmt.Sprintf("%s/example/memcached-operator:v%s", addr, version)
+
+	// Build (make image runs build.sh first) and push through the Makefile,
+	// exactly as the README tells users to, with buildah in a throwaway store.
+	store := t.TempDir()
+	start := time.Now()
+	runMake(t, root, []string{
+		"CONTAINER_TOOL=buildah",
+		"BUILDAH_ROOT=" + filepath.Join(store, "root"),
+		"BUILDAH_RUNROOT=" + filepath.Join(store, "runroot"),
+	}, "image", "push", "IMG="+img, "VERSION="+version)
+	t.Logf("make image push took %s", time.Since(start).Round(time.Millisecond))
+
+	ref, err := name.ParseReference(img, name.Insecure)
+	if err != nil {
+		t.Fatalf("parse %s: %v", img, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	image, err := remote.Image(ref, remote.WithContext(ctx))
+	if err != nil {
+		t.Fatalf("read %s back from the registry: %v", img, err)
+	}
+
+	cfg, err := image.ConfigFile()
+	if err != nil {
+		t.Fatalf("read config of %s: %v", img, err)
+	}
+
+	t.Run("config", func(t *testing.T) {
+		checkConfig(t, cfg, version)
+	})
+
+	t.Run("size", func(t *testing.T) {
+		size := compressedSize(t, image)
+		t.Logf("compressed size (config + layers): %d bytes (%.1f MiB)", size, float64(size)/(1<<20))
+		if size >= maxCompressedSize {
+			t.Errorf("image is %d bytes compressed, want < %d", size, maxCompressedSize)
+		}
+	})
+
+	t.Run("binary", func(t *testing.T) {
+		rootfs := t.TempDir()
+		files := extract(t, image, rootfs)
+		t.Logf("image files: %v", files)
+		if want := []string{strings.TrimPrefix(binaryPath, "/")}; !equal(files, want) {
+			t.Errorf("image holds files %v, want only %v (no shell, no package manager)", files, want)
+		}
+		out := runVersion(t, rootfs, cfg.Config.User)
+		t.Logf("%s --version: %s", binaryPath, out)
+		if !strings.Contains(out, version) {
+			t.Errorf("%s --version printed %q, want it to name version %q", binaryPath, out, version)
+		}
+	})
+}
+
+// checkConfig asserts the runtime contract of the image config.
+func checkConfig(t *testing.T, cfg *v1.ConfigFile, version string) {
+	t.Helper()
+	if cfg.OS != "linux" {
+		t.Errorf("os = %q, want linux", cfg.OS)
+	}
+	if got, want := cfg.Config.Entrypoint, []string{binaryPath}; !equal(got, want) {
+		t.Errorf("entrypoint = %q, want %q", got, want)
+	}
+	if len(cfg.Config.Cmd) != 0 {
+		t.Errorf("cmd = %q, want none", cfg.Config.Cmd)
+	}
+	uid, _, err := parseUser(cfg.Config.User)
+	if err != nil {
+		t.Errorf("user: %v", err)
+	} else if uid == 0 {
+		t.Errorf("user = %q, want a non-root uid", cfg.Config.User)
+	}
+	labels := map[string]string{
+		"org.opencontainers.image.title":   "memcached-operator",
+		"org.opencontainers.image.version": version,
+	}
+	for k, want := range labels {
+		if got := cfg.Config.Labels[k]; got != want {
+			t.Errorf("label %s = %q, want %q", k, got, want)
+		}
+	}
+	for _, k := range []string{"org.opencontainers.image.revision", "org.opencontainers.image.source", "org.opencontainers.image.description"} {
+		if cfg.Config.Labels[k] == "" {
+			t.Errorf("label %s is missing", k)
+		}
+	}
+}
+
+// parseUser parses a numeric "uid" or "uid:gid" image user. Names are
+// rejected: Kubernetes' runAsNonRoot can only verify numeric users.
+func parseUser(user string) (uid, gid int, err error) {
+	u, g, hasGroup := strings.Cut(user, ":")
+	uid, err = strconv.Atoi(u)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%q is not a numeric uid[:gid]", user)
+	}
+	gid = uid
+	if hasGroup {
+		if gid, err = strconv.Atoi(g); err != nil {
+			return 0, 0, fmt.Errorf("%q is not a numeric uid[:gid]", user)
+		}
+	}
+	return uid, gid, nil
+}
+
+// compressedSize is what a pull transfers: the config blob plus every
+// compressed layer.
+func compressedSize(t *testing.T, image v1.Image) int64 {
+	t.Helper()
+	m, err := image.Manifest()
+	if err != nil {
+		t.Fatalf("read manifest: %v", err)
+	}
+	size := m.Config.Size
+	for _, l := range m.Layers {
+		size += l.Size
+	}
+	return size
+}
+
+// extract writes the image's flattened filesystem under dir and returns the
+// regular files it holds, sorted.
+func extract(t *testing.T, image v1.Image, dir string) []string {
+	t.Helper()
+	rc := mutate.Extract(image)
+	defer rc.Close()
+	var files []string
+	tr := tar.NewReader(rc)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("read image filesystem: %v", err)
+		}
+		rel := filepath.Clean(strings.TrimPrefix(hdr.Name, "/"))
+		if rel == "." {
+			continue
+		}
+		if !filepath.IsLocal(rel) {
+			t.Fatalf("image holds a path outside its root: %q", hdr.Name)
+		}
+		dst := filepath.Join(dir, rel)
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(dst, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		case tar.TypeReg:
+			files = append(files, rel)
+			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, os.FileMode(hdr.Mode)&os.ModePerm)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.Copy(f, tr); err != nil {
+				f.Close()
+				t.Fatalf("extract %s: %v", rel, err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			files = append(files, rel)
+			t.Errorf("unexpected %q entry of type %c in image", hdr.Name, hdr.Typeflag)
+		}
+	}
+	sort.Strings(files)
+	return files
+}
+
+// runVersion runs the extracted binary with --version. As root it runs it
+// the way a container would: chrooted into the image filesystem, as the
+// image's user, with an empty environment, which also proves the binary is
+// static and needs no other file from the image.
+func runVersion(t *testing.T, rootfs, user string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var cmd *exec.Cmd
+	if os.Geteuid() == 0 {
+		uid, gid, err := parseUser(user)
+		if err != nil {
+			t.Fatalf("user: %v", err)
+		}
+		// The child chroots before it execs, so the path is the one inside
+		// the image.
+		cmd = exec.CommandContext(ctx, binaryPath, "--version")
+		cmd.Dir = "/"
+		cmd.SysProcAttr = &syscall.SysProcAttr{
+			Chroot:     rootfs,
+			Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)},
+		}
+	} else {
+		t.Logf("not root: running %s without chroot", binaryPath)
+		cmd = exec.CommandContext(ctx, filepath.Join(rootfs, binaryPath), "--version")
+	}
+	cmd.Env = []string{}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s --version: %v\n%s", binaryPath, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// requireTool returns the path of a required executable or fails the test
+// with the command that installs it.
+func requireTool(t *testing.T, tool string) string {
+	t.Helper()
+	p, err := exec.LookPath(tool)
+	if err != nil {
+		t.Fatalf("%s is required but not on PATH: install it (Debian/Ubuntu: apt-get install -y buildah docker-registry make)", tool)
+	}
+	return p
+}
+
+// repoRoot returns the operator repository root (two levels above this package).
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "tmp", "build", "Dockerfile")); err != nil {
+		t.Fatalf("%s does not look like the repository root: %v", root, err)
+	}
+	return root
+}
+
+// runMake runs make in dir with extra environment, failing with its output.
+// Variables of an enclosing make (make e2e) are dropped so that the command
+// line alone decides what runs.
+func runMake(t *testing.T, dir string, env []string, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "make", append([]string{"--no-print-directory"}, args...)...)
+	cmd.Dir = dir
+	for _, kv := range os.Environ() {
+		switch k, _, _ := strings.Cut(kv, "="); k {
+		case "MAKEFLAGS", "MFLAGS", "MAKELEVEL", "CONTAINER_TOOL", "BUILDAH_ROOT", "BUILDAH_RUNROOT", "PUSH_TLS_VERIFY":
+			continue
+		}
+		cmd.Env = append(cmd.Env, kv)
+	}
+	cmd.Env = append(cmd.Env, env...)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	err := cmd.Run()
+	t.Logf("make %s:\n%s", strings.Join(args, " "), out.String())
+	if err != nil {
+		t.Fatalf("make %s: %v", strings.Join(args, " "), err)
+	}
+}
+
+// startRegistry runs docker-registry on a free 127.0.0.1 port with its
+// storage in a temporary directory, waits until /v2/ answers and stops it
+// when the test ends. It returns host:port.
+func startRegistry(t *testing.T, bin string) string {
+	t.Helper()
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	config := fmt.Sprintf(`version: 0.1
+log:
+  level: warn
+storage:
+  filesystem:
+    rootdirectory: %s
+  delete:
+    enabled: true
+http:
+  addr: %s
+`, filepath.Join(dir, "storage"), addr)
+	configPath := filepath.Join(dir, "config.yml")
+	if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	logPath := filepath.Join(dir, "registry.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close() // the child holds its own descriptor
+	logs := func() string {
+		b, _ := os.ReadFile(logPath) // best effort: only used in failure messages
+		return string(b)
+	}
+	cmd := exec.Command(bin, "serve", configPath)
+	cmd.Stdout = logFile
+	cmd.Stderr = logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	exited := make(chan struct{})
+	var waitErr error
+	go func() {
+		waitErr = cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("docker-registry log:\n%s", logs())
+		}
+	})
+
+	url := "http://" + addr + "/v2/"
+	client := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(registryStartTimeout)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		resp, err := client.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return addr
+			}
+			err = fmt.Errorf("status %s", resp.Status)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("docker-registry did not answer %s within %s: %v", url, registryStartTimeout, err)
+		}
+		select {
+		case <-exited:
+			t.Fatalf("docker-registry exited before it was ready: %v", waitErr)
+		case <-tick.C:
+		}
+	}
+}
+
+// freeAddr returns a 127.0.0.1 address with a port that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("find a free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

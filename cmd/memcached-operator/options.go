@@ -1,0 +1,82 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/example-inc/memcached-operator/pkg/stub"
+	"github.com/sirupsen/logrus"
+)
+
+// options are the operator's command-line settings.
+type options struct {
+	version        bool
+	resync         time.Duration
+	logFormat      string
+	logLevel       string
+	memcachedImage string
+	kubeAPIQPS     float64
+	kubeAPIBurst   int
+}
+
+// parseOptions parses args (without the program name). Defaults come from
+// the environment where an environment variable is documented.
+func parseOptions(args []string, getenv func(string) string, output io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("memcached-operator", flag.ContinueOnError)
+	fs.SetOutput(output)
+	image := getenv("MEMCACHED_IMAGE")
+	if image == "" {
+		image = stub.DefaultImage
+	}
+	fs.BoolVar(&o.version, "version", false, "Print the operator, SDK and Go versions and exit.")
+	fs.DurationVar(&o.resync, "resync", 5*time.Minute, "How often every Memcached is reconciled even without changes, as a Go duration (0 disables; at least 1s otherwise).")
+	fs.StringVar(&o.logFormat, "log-format", "text", "Log format: text or json.")
+	fs.StringVar(&o.logLevel, "log-level", "info", "Log level: panic, fatal, error, warning, info, debug or trace.")
+	fs.StringVar(&o.memcachedImage, "memcached-image", image, "Image of the memcached containers in new Deployments (env MEMCACHED_IMAGE).")
+	fs.Float64Var(&o.kubeAPIQPS, "kube-api-qps", 50, "Sustained requests per second to the API server from the reconcile.")
+	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", 100, "Burst of requests to the API server from the reconcile.")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	return o, o.validate()
+}
+
+// validate rejects settings that would make the operator misbehave quietly.
+func (o *options) validate() error {
+	if o.resync < 0 || (o.resync > 0 && o.resync < time.Second) {
+		return fmt.Errorf("--resync=%v must be 0 or at least 1s (a bare number is not seconds: write 5s, not 5)", o.resync)
+	}
+	if o.logFormat != "text" && o.logFormat != "json" {
+		return fmt.Errorf("--log-format=%q must be text or json", o.logFormat)
+	}
+	if _, err := logrus.ParseLevel(o.logLevel); err != nil {
+		return fmt.Errorf("--log-level: %v", err)
+	}
+	if o.memcachedImage == "" {
+		return fmt.Errorf("--memcached-image must not be empty")
+	}
+	if o.kubeAPIQPS <= 0 || o.kubeAPIBurst <= 0 {
+		return fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive")
+	}
+	return nil
+}
+
+// configureLogging applies the log settings to logrus's standard logger,
+// which the SDK logs through too.
+func (o *options) configureLogging() {
+	level, _ := logrus.ParseLevel(o.logLevel) // validate has checked it
+	logrus.SetLevel(level)
+	logrus.SetOutput(os.Stderr)
+	if o.logFormat == "json" {
+		logrus.SetFormatter(&logrus.JSONFormatter{})
+	} else {
+		logrus.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
+	}
+}

@@ -12,17 +12,20 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -102,18 +105,29 @@ func TestImageBuildPushAndRun(t *testing.T) {
 		}
 	})
 
-	t.Run("binary", func(t *testing.T) {
-		rootfs := t.TempDir()
-		files := extract(t, image, rootfs)
+	rootfs := t.TempDir()
+	files := extract(t, image, rootfs)
+
+	t.Run("files", func(t *testing.T) {
 		t.Logf("image files: %v", files)
 		if want := []string{strings.TrimPrefix(binaryPath, "/")}; !equal(files, want) {
 			t.Errorf("image holds files %v, want only %v (no shell, no package manager)", files, want)
 		}
-		out := runVersion(t, rootfs, cfg.Config.User)
+	})
+
+	t.Run("version", func(t *testing.T) {
+		out, err := runInImage(rootfs, cfg.Config.User, nil, "--version")
+		if err != nil {
+			t.Fatalf("%s --version: %v\n%s", binaryPath, err, out)
+		}
 		t.Logf("%s --version: %s", binaryPath, out)
 		if !strings.Contains(out, version) {
 			t.Errorf("%s --version printed %q, want it to name version %q", binaryPath, out, version)
 		}
+	})
+
+	t.Run("in-cluster TLS without a CA bundle", func(t *testing.T) {
+		checkInClusterTLS(t, rootfs, cfg.Config.User)
 	})
 }
 
@@ -237,38 +251,92 @@ func extract(t *testing.T, image v1.Image, dir string) []string {
 	return files
 }
 
-// runVersion runs the extracted binary with --version. As root it runs it
-// the way a container would: chrooted into the image filesystem, as the
-// image's user, with an empty environment, which also proves the binary is
-// static and needs no other file from the image.
-func runVersion(t *testing.T, rootfs, user string) string {
-	t.Helper()
+// checkInClusterTLS starts the operator from the image filesystem the way a
+// pod would (ServiceAccount token and ca.crt mounted, KUBERNETES_SERVICE_*
+// set) against a TLS server whose certificate only that ca.crt trusts. The
+// image has no CA bundle, so a request arriving with the token shows that the
+// ServiceAccount CA is all the operator needs. The server answers 404, so the
+// operator then exits, reporting that the Memcached API is not served.
+func checkInClusterTLS(t *testing.T, rootfs, user string) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to chroot into the image filesystem (the ServiceAccount paths are absolute)")
+	}
+	const token = "image-test-token"
+	var (
+		mu     sync.Mutex
+		tokens []string
+	)
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		tokens = append(tokens, r.Header.Get("Authorization"))
+		mu.Unlock()
+		http.NotFound(w, r)
+	}))
+	defer srv.Close()
+
+	saDir := filepath.Join(rootfs, "var", "run", "secrets", "kubernetes.io", "serviceaccount")
+	if err := os.MkdirAll(saDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	for name, data := range map[string][]byte{"token": []byte(token), "ca.crt": ca, "namespace": []byte("default")} {
+		if err := os.WriteFile(filepath.Join(saDir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	host, port, err := net.SplitHostPort(strings.TrimPrefix(srv.URL, "https://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := runInImage(rootfs, user, []string{
+		"KUBERNETES_SERVICE_HOST=" + host,
+		"KUBERNETES_SERVICE_PORT=" + port,
+		"WATCH_NAMESPACE=default",
+	})
+	t.Logf("operator output (exit: %v):\n%s", err, out)
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(tokens) == 0 {
+		t.Fatalf("the operator made no request over TLS to the API server")
+	}
+	if tokens[0] != "Bearer "+token {
+		t.Errorf("first request had Authorization %q, want the ServiceAccount token", tokens[0])
+	}
+	for _, bad := range []string{"x509", "certificate", "cannot create log"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("operator output mentions %q", bad)
+		}
+	}
+}
+
+// runInImage runs the extracted binary with args and exactly env. As root it
+// runs it the way a container would: chrooted into the image filesystem, as
+// the image's user, which also proves the binary is static and needs no
+// other file from the image. Otherwise it runs the binary in place.
+func runInImage(rootfs, user string, env []string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var cmd *exec.Cmd
 	if os.Geteuid() == 0 {
 		uid, gid, err := parseUser(user)
 		if err != nil {
-			t.Fatalf("user: %v", err)
+			return "", err
 		}
 		// The child chroots before it execs, so the path is the one inside
 		// the image.
-		cmd = exec.CommandContext(ctx, binaryPath, "--version")
+		cmd = exec.CommandContext(ctx, binaryPath, args...)
 		cmd.Dir = "/"
 		cmd.SysProcAttr = &syscall.SysProcAttr{
 			Chroot:     rootfs,
 			Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)},
 		}
 	} else {
-		t.Logf("not root: running %s without chroot", binaryPath)
-		cmd = exec.CommandContext(ctx, filepath.Join(rootfs, binaryPath), "--version")
+		cmd = exec.CommandContext(ctx, filepath.Join(rootfs, binaryPath), args...)
 	}
-	cmd.Env = []string{}
+	cmd.Env = append([]string{}, env...)
 	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s --version: %v\n%s", binaryPath, err, out)
-	}
-	return strings.TrimSpace(string(out))
+	return strings.TrimSpace(string(out)), err
 }
 
 // requireTool returns the path of a required executable or fails the test

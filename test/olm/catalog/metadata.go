@@ -1,0 +1,93 @@
+package catalog
+
+import (
+	_ "embed"
+	"encoding/base64"
+	"strings"
+
+	"github.com/operator-framework/api/pkg/operators/v1alpha1"
+)
+
+// The catalog metadata below is what OperatorHub and the OpenShift console show; everything
+// else in a CSV comes from deploy/.
+
+const (
+	displayName = "Memcached Operator"
+	// shortDescription is the one-line summary for catalog tiles.
+	shortDescription = "Runs memcached clusters of a chosen size and reports their pods."
+	// minKubeVersion is the oldest Kubernetes that serves every API deploy/ uses as written:
+	// apiextensions.k8s.io/v1 CRDs with scale subresources, apps/v1 and rbac/v1, and the
+	// seccompProfile field and Pod Security admission that deploy/operator.yaml is written for.
+	minKubeVersion = "1.25.0"
+	// capabilities is the operator's capability level. Level 1, Basic Install: the operator
+	// installs and scales memcached, but does not yet upgrade the memcached version it runs
+	// (level 2), even though OLM upgrades the operator itself without touching memcached pods.
+	capabilities = "Basic Install"
+	categories   = "Database"
+	repository   = "https://github.com/example-inc/memcached-operator"
+	support      = "Example, Inc."
+
+	// xPodCount is the console descriptor for a pod count that the user edits.
+	xPodCount = "urn:alm:descriptor:com.tectonic.ui:podCount"
+	// xConditions is the console descriptor for a list of Kubernetes conditions.
+	xConditions = "urn:alm:descriptor:io.kubernetes.conditions"
+)
+
+//go:embed description.md
+var description string
+
+//go:embed icon.svg
+var iconSVG []byte
+
+var (
+	keywords    = []string{"memcached", "cache", "key-value", "in-memory"}
+	maintainers = []v1alpha1.Maintainer{{Name: "Memcached Operator maintainers", Email: "memcached-operator@example.com"}}
+	provider    = v1alpha1.AppLink{Name: "Example, Inc.", URL: "https://example.com"}
+	links       = []v1alpha1.AppLink{
+		{Name: "Source Code", URL: repository},
+		{Name: "Memcached", URL: "https://memcached.org"},
+	}
+)
+
+// descriptor names a CRD field for the console. Its description is read from the CRD schema.
+type descriptor struct {
+	path         string
+	displayName  string
+	xDescriptors []string
+}
+
+var (
+	specDescriptors = []descriptor{
+		{path: "size", displayName: "Size", xDescriptors: []string{xPodCount}},
+	}
+	// statusDescriptors describe status fields for display. status.nodes gets no console
+	// x-descriptor on purpose: the guide's podStatuses descriptor expects a map from pod phase
+	// to pod names, and status.nodes is a plain sorted list of pod names, which the console
+	// shows correctly only as a plain value.
+	statusDescriptors = []descriptor{
+		{path: "nodes", displayName: "Nodes"},
+		{path: "readyReplicas", displayName: "Ready Pods"},
+		{path: "conditions", displayName: "Conditions", xDescriptors: []string{xConditions}},
+	}
+)
+
+// icon returns the catalog icon: icon.svg, base64-encoded.
+func icon() v1alpha1.Icon {
+	return v1alpha1.Icon{
+		Data:      base64.StdEncoding.EncodeToString([]byte(strings.TrimSpace(string(iconSVG)))),
+		MediaType: "image/svg+xml",
+	}
+}
+
+// annotations returns the CSV's metadata annotations for a release.
+func annotations(version, almExamples string) map[string]string {
+	return map[string]string{
+		"alm-examples":   almExamples,
+		"capabilities":   capabilities,
+		"categories":     categories,
+		"containerImage": Image(version),
+		"description":    shortDescription,
+		"repository":     repository,
+		"support":        support,
+	}
+}

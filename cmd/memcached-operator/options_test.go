@@ -1,0 +1,62 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/example-inc/memcached-operator/pkg/stub"
+)
+
+func TestParseOptions(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		check   func(*options) bool
+		wantErr string
+	}{
+		{
+			name: "defaults",
+			check: func(o *options) bool {
+				return o.resync == 5*time.Minute && o.logFormat == "text" && o.logLevel == "info" &&
+					o.memcachedImage == stub.DefaultImage && o.kubeAPIQPS == 50 && o.kubeAPIBurst == 100
+			},
+		},
+		{name: "resync as a duration", args: []string{"--resync=30s"}, check: func(o *options) bool { return o.resync == 30*time.Second }},
+		{name: "resync disabled", args: []string{"--resync=0"}, check: func(o *options) bool { return o.resync == 0 }},
+		{name: "resync of 5ns is refused", args: []string{"--resync=5ns"}, wantErr: "must be 0 or at least 1s"},
+		{name: "bare number is refused", args: []string{"--resync=5"}, wantErr: "invalid value"},
+		{name: "negative resync is refused", args: []string{"--resync=-1s"}, wantErr: "must be 0 or at least 1s"},
+		{name: "json logs", args: []string{"--log-format=json", "--log-level=debug"}, check: func(o *options) bool { return o.logFormat == "json" && o.logLevel == "debug" }},
+		{name: "unknown log format", args: []string{"--log-format=xml"}, wantErr: "must be text or json"},
+		{name: "unknown log level", args: []string{"--log-level=loud"}, wantErr: "--log-level"},
+		{name: "image from env", env: map[string]string{"MEMCACHED_IMAGE": "mirror/memcached:1"}, check: func(o *options) bool { return o.memcachedImage == "mirror/memcached:1" }},
+		{name: "flag beats env", args: []string{"--memcached-image=a:1"}, env: map[string]string{"MEMCACHED_IMAGE": "b:2"}, check: func(o *options) bool { return o.memcachedImage == "a:1" }},
+		{name: "empty image", args: []string{"--memcached-image="}, wantErr: "must not be empty"},
+		{name: "zero qps", args: []string{"--kube-api-qps=0"}, wantErr: "must be positive"},
+		{name: "stray argument", args: []string{"extra"}, wantErr: "unexpected arguments"},
+		{name: "version", args: []string{"--version"}, check: func(o *options) bool { return o.version }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			getenv := func(k string) string { return tt.env[k] }
+
+			o, err := parseOptions(tt.args, getenv, io.Discard)
+
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got error %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			if !tt.check(o) {
+				t.Errorf("options %+v do not match", o)
+			}
+		})
+	}
+}

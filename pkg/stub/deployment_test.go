@@ -1,0 +1,103 @@
+package stub
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+func TestNewDeploymentForMemcached(t *testing.T) {
+	tests := []struct {
+		name  string
+		size  int32
+		image string
+	}{
+		{name: "guide example", size: 3, image: "memcached:1.6-alpine"},
+		{name: "scaled to zero", size: 0, image: "registry.local/memcached:1.6.0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newMemcached("example", tt.size)
+
+			d := newDeploymentForMemcached(m, tt.image)
+
+			if d.APIVersion != "apps/v1" || d.Kind != "Deployment" {
+				t.Errorf("TypeMeta: got %s %s, want apps/v1 Deployment", d.APIVersion, d.Kind)
+			}
+			if d.Name != m.Name || d.Namespace != m.Namespace {
+				t.Errorf("name: got %s/%s, want %s/%s", d.Namespace, d.Name, m.Namespace, m.Name)
+			}
+			wantLabels := map[string]string{"app": "memcached", "memcached_cr": "example"}
+			if !reflect.DeepEqual(d.Labels, wantLabels) {
+				t.Errorf("labels: got %v, want %v", d.Labels, wantLabels)
+			}
+			if !reflect.DeepEqual(d.Spec.Selector.MatchLabels, d.Spec.Template.Labels) {
+				t.Errorf("selector %v does not equal template labels %v", d.Spec.Selector.MatchLabels, d.Spec.Template.Labels)
+			}
+			if d.Spec.Replicas == nil || *d.Spec.Replicas != tt.size {
+				t.Errorf("replicas: got %v, want %d", d.Spec.Replicas, tt.size)
+			}
+			refs := d.OwnerReferences
+			if len(refs) != 1 || refs[0].UID != m.UID || refs[0].Kind != v1alpha1.Kind ||
+				refs[0].APIVersion != v1alpha1.APIVersion() || refs[0].Controller == nil || !*refs[0].Controller {
+				t.Errorf("owner references: got %+v, want one controller reference to the memcached", refs)
+			}
+			containers := d.Spec.Template.Spec.Containers
+			if len(containers) != 1 {
+				t.Fatalf("containers: got %d, want 1", len(containers))
+			}
+			c := containers[0]
+			if c.Image != tt.image {
+				t.Errorf("image: got %s, want %s", c.Image, tt.image)
+			}
+			if want := []string{"memcached", "-m=64", "-o", "modern", "-v"}; !reflect.DeepEqual(c.Command, want) {
+				t.Errorf("command: got %v, want %v", c.Command, want)
+			}
+			if len(c.Ports) != 1 || c.Ports[0].ContainerPort != 11211 || c.Ports[0].Name != "memcached" {
+				t.Errorf("ports: got %+v, want 11211 named memcached", c.Ports)
+			}
+		})
+	}
+}
+
+func TestNewDeploymentForMemcachedIsRestricted(t *testing.T) {
+	spec := newDeploymentForMemcached(newMemcached("example", 1), testImage).Spec.Template.Spec
+	psc := spec.SecurityContext
+	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser == 0 {
+		t.Errorf("pod securityContext: got %+v, want runAsNonRoot with a numeric non-zero user", psc)
+	}
+	sc := spec.Containers[0].SecurityContext
+	if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+		t.Errorf("container securityContext: got %+v, want allowPrivilegeEscalation=false", sc)
+	}
+	if sc == nil || sc.Capabilities == nil || !reflect.DeepEqual(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+		t.Errorf("capabilities: got %+v, want drop ALL", sc)
+	}
+}
+
+func TestDeploymentManifest(t *testing.T) {
+	d := newDeploymentForMemcached(newMemcached("example", 2), testImage)
+
+	u, err := deploymentManifest(d)
+	if err != nil {
+		t.Fatalf("deploymentManifest: %v", err)
+	}
+
+	profile, _, err := unstructured.NestedString(u.Object, "spec", "template", "spec", "securityContext", "seccompProfile", "type")
+	if err != nil || profile != "RuntimeDefault" {
+		t.Errorf("seccompProfile.type: got %q (%v), want RuntimeDefault", profile, err)
+	}
+	if u.GetAPIVersion() != "apps/v1" || u.GetKind() != "Deployment" || u.GetName() != "example" || u.GetNamespace() != "test" {
+		t.Errorf("identity: got %s %s %s/%s", u.GetAPIVersion(), u.GetKind(), u.GetNamespace(), u.GetName())
+	}
+	replicas, _, _ := unstructured.NestedInt64(u.Object, "spec", "replicas")
+	if replicas != 2 {
+		t.Errorf("replicas: got %d, want 2", replicas)
+	}
+	if d.Spec.Template.Spec.SecurityContext.RunAsNonRoot == nil {
+		t.Errorf("deploymentManifest changed its input")
+	}
+}

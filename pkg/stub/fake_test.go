@@ -1,0 +1,184 @@
+package stub
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// fakeClient is an in-memory Client that records every call as an action.
+// client-go 1.11's dynamic fake cannot stand in: NewSimpleDynamicClient
+// leaves its scheme nil and panics on the first successful call.
+type fakeClient struct {
+	memcacheds  map[string]*v1alpha1.Memcached
+	deployments map[string]*appsv1.Deployment
+	pods        []corev1.Pod
+	// failOn makes the call whose action starts with the key fail with the value.
+	failOn map[string]error
+
+	actions  []string
+	created  []*unstructured.Unstructured
+	statuses []v1alpha1.MemcachedStatus
+}
+
+func newFakeClient(objects ...runtime.Object) *fakeClient {
+	f := &fakeClient{
+		memcacheds:  map[string]*v1alpha1.Memcached{},
+		deployments: map[string]*appsv1.Deployment{},
+		failOn:      map[string]error{},
+	}
+	for _, o := range objects {
+		switch o := o.(type) {
+		case *v1alpha1.Memcached:
+			f.memcacheds[key(o.Namespace, o.Name)] = o.DeepCopy()
+		case *appsv1.Deployment:
+			f.deployments[key(o.Namespace, o.Name)] = o.DeepCopy()
+		case *corev1.Pod:
+			f.pods = append(f.pods, *o.DeepCopy())
+		default:
+			panic(fmt.Sprintf("fakeClient cannot hold %T", o))
+		}
+	}
+	return f
+}
+
+func key(namespace, name string) string { return namespace + "/" + name }
+
+func (f *fakeClient) record(action string) error {
+	f.actions = append(f.actions, action)
+	for prefix, err := range f.failOn {
+		if strings.HasPrefix(action, prefix) {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f *fakeClient) GetMemcached(namespace, name string) (*v1alpha1.Memcached, error) {
+	if err := f.record("get memcached " + key(namespace, name)); err != nil {
+		return nil, err
+	}
+	m, ok := f.memcacheds[key(namespace, name)]
+	if !ok {
+		return nil, apierrors.NewNotFound(schema.GroupResource{Group: v1alpha1.GroupName, Resource: v1alpha1.Resource}, name)
+	}
+	return m.DeepCopy(), nil
+}
+
+func (f *fakeClient) UpdateMemcachedStatus(m *v1alpha1.Memcached) error {
+	if err := f.record("update memcached/status " + key(m.Namespace, m.Name)); err != nil {
+		return err
+	}
+	f.statuses = append(f.statuses, *m.Status.DeepCopy())
+	return nil
+}
+
+func (f *fakeClient) GetDeployment(namespace, name string) (*appsv1.Deployment, error) {
+	if err := f.record("get deployment " + key(namespace, name)); err != nil {
+		return nil, err
+	}
+	d, ok := f.deployments[key(namespace, name)]
+	if !ok {
+		return nil, apierrors.NewNotFound(schema.GroupResource{Group: "apps", Resource: "deployments"}, name)
+	}
+	return d.DeepCopy(), nil
+}
+
+func (f *fakeClient) CreateDeployment(manifest *unstructured.Unstructured) error {
+	k := key(manifest.GetNamespace(), manifest.GetName())
+	if err := f.record("create deployment " + k); err != nil {
+		return err
+	}
+	if _, ok := f.deployments[k]; ok {
+		return apierrors.NewAlreadyExists(schema.GroupResource{Group: "apps", Resource: "deployments"}, manifest.GetName())
+	}
+	d := &appsv1.Deployment{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(manifest.Object, d); err != nil {
+		return err
+	}
+	d.UID = types.UID("uid-" + d.Name)
+	f.deployments[k] = d
+	f.created = append(f.created, manifest.DeepCopy())
+	return nil
+}
+
+func (f *fakeClient) ScaleDeployment(namespace, name string, replicas int32) error {
+	if err := f.record(fmt.Sprintf("scale deployment %s %d", key(namespace, name), replicas)); err != nil {
+		return err
+	}
+	d, ok := f.deployments[key(namespace, name)]
+	if !ok {
+		return apierrors.NewNotFound(schema.GroupResource{Group: "apps", Resource: "deployments"}, name)
+	}
+	d.Spec.Replicas = &replicas
+	return nil
+}
+
+func (f *fakeClient) ListPods(namespace string, selector labels.Selector) ([]corev1.Pod, error) {
+	if err := f.record(fmt.Sprintf("list pods %s %s", namespace, selector)); err != nil {
+		return nil, err
+	}
+	var out []corev1.Pod
+	for _, p := range f.pods {
+		if p.Namespace == namespace && selector.Matches(labels.Set(p.Labels)) {
+			out = append(out, *p.DeepCopy())
+		}
+	}
+	return out, nil
+}
+
+// checkActions fails t with the actions that were expected but missing and
+// those that happened unexpectedly, in order.
+func checkActions(t *testing.T, got, want []string) {
+	t.Helper()
+	for i := 0; i < len(got) || i < len(want); i++ {
+		switch {
+		case i >= len(want):
+			t.Errorf("unexpected action %d: %s", i, got[i])
+		case i >= len(got):
+			t.Errorf("missing action %d: %s", i, want[i])
+		case got[i] != want[i]:
+			t.Errorf("action %d: got %q, want %q", i, got[i], want[i])
+		}
+	}
+}
+
+// newMemcached returns a Memcached as the API server would store it.
+func newMemcached(name string, size int32) *v1alpha1.Memcached {
+	return &v1alpha1.Memcached{
+		TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.APIVersion(), Kind: v1alpha1.Kind},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:       name,
+			Namespace:  "test",
+			UID:        types.UID("uid-" + name),
+			Generation: 1,
+		},
+		Spec: v1alpha1.MemcachedSpec{Size: size},
+	}
+}
+
+// newPod returns a pod of m's Deployment in the given phase and readiness.
+func newPod(m *v1alpha1.Memcached, name string, phase corev1.PodPhase, ready bool) *corev1.Pod {
+	readiness := corev1.ConditionFalse
+	if ready {
+		readiness = corev1.ConditionTrue
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: m.Namespace, Labels: labelsForMemcached(m.Name)},
+		Status: corev1.PodStatus{
+			Phase:      phase,
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: readiness}},
+		},
+	}
+}

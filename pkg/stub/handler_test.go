@@ -1,0 +1,401 @@
+package stub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/operator-framework/operator-sdk/pkg/sdk"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/record"
+)
+
+const testImage = "example.com/memcached:test"
+
+var testNow = metav1.NewTime(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+
+// fixture preloads a fake client, runs one event through a Handler and
+// keeps what the handler did for the test to check.
+type fixture struct {
+	t        *testing.T
+	client   *fakeClient
+	recorder *record.FakeRecorder
+	handler  *Handler
+}
+
+func newFixture(t *testing.T, objects ...runtime.Object) *fixture {
+	f := &fixture{t: t, client: newFakeClient(objects...), recorder: record.NewFakeRecorder(10)}
+	f.handler = NewHandler(f.client, f.recorder, testImage)
+	f.handler.now = func() metav1.Time { return testNow }
+	return f
+}
+
+func (f *fixture) handle(obj sdk.Object, deleted bool) error {
+	return f.handler.Handle(context.Background(), sdk.Event{Object: obj, Deleted: deleted})
+}
+
+// events drains the Events the handler recorded.
+func (f *fixture) events() []string {
+	var out []string
+	for {
+		select {
+		case e := <-f.recorder.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+// ownedDeployment is m's Deployment as the builder makes it, with replicas.
+func ownedDeployment(m *v1alpha1.Memcached, replicas int32) *appsv1.Deployment {
+	d := newDeploymentForMemcached(m, testImage)
+	d.UID = "uid-deployment"
+	d.Spec.Replicas = &replicas
+	return d
+}
+
+// inSyncStatus is the status the handler writes for m with the named ready pods.
+func inSyncStatus(m *v1alpha1.Memcached, nodes ...string) v1alpha1.MemcachedStatus {
+	return v1alpha1.MemcachedStatus{
+		Nodes:              append([]string{}, nodes...),
+		Replicas:           int32(len(nodes)),
+		ReadyReplicas:      int32(len(nodes)),
+		Selector:           "app=memcached,memcached_cr=" + m.Name,
+		ObservedGeneration: m.Generation,
+		Conditions: []v1alpha1.MemcachedCondition{{
+			Type: v1alpha1.MemcachedDegraded, Status: corev1.ConditionFalse, Reason: ReasonAsExpected, LastTransitionTime: testNow,
+		}},
+	}
+}
+
+func TestCreatesDeployment(t *testing.T) {
+	m := newMemcached("example", 3)
+	f := newFixture(t, m)
+
+	if err := f.handle(m, false); err != nil {
+		t.Fatalf("Handle: %v", err)
+	}
+
+	checkActions(t, f.client.actions, []string{
+		"get deployment test/example",
+		"create deployment test/example",
+		"get deployment test/example",
+		"list pods test app=memcached,memcached_cr=example",
+		"update memcached/status test/example",
+	})
+	if len(f.client.created) != 1 {
+		t.Fatalf("created %d deployments, want 1", len(f.client.created))
+	}
+	want, err := deploymentManifest(newDeploymentForMemcached(m, testImage))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(f.client.created[0], want) {
+		t.Errorf("created deployment:\n got %v\nwant %v", f.client.created[0], want)
+	}
+	if got, want := f.events(), []string{"Normal DeploymentCreated Created deployment example with 3 replicas"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("events: got %q, want %q", got, want)
+	}
+}
+
+func TestScalesToSpecSize(t *testing.T) {
+	tests := []struct {
+		name     string
+		size     int32
+		replicas int32
+		want     string
+	}{
+		{name: "up", size: 3, replicas: 1, want: "scale deployment test/example 3"},
+		{name: "down", size: 1, replicas: 3, want: "scale deployment test/example 1"},
+		{name: "to zero", size: 0, replicas: 2, want: "scale deployment test/example 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newMemcached("example", tt.size)
+			f := newFixture(t, m, ownedDeployment(m, tt.replicas))
+
+			if err := f.handle(m, false); err != nil {
+				t.Fatalf("Handle: %v", err)
+			}
+
+			checkActions(t, f.client.actions, []string{
+				"get deployment test/example",
+				tt.want,
+				"list pods test app=memcached,memcached_cr=example",
+				"update memcached/status test/example",
+			})
+			wantEvent := fmt.Sprintf("Normal DeploymentScaled Scaled deployment example to %d replicas", tt.size)
+			if got := f.events(); !reflect.DeepEqual(got, []string{wantEvent}) {
+				t.Errorf("events: got %q, want %q", got, wantEvent)
+			}
+		})
+	}
+}
+
+func TestWritesSortedNodes(t *testing.T) {
+	m := newMemcached("example", 3)
+	f := newFixture(t, m, ownedDeployment(m, 3),
+		newPod(m, "example-c", corev1.PodRunning, true),
+		newPod(m, "example-a", corev1.PodRunning, true),
+		newPod(m, "example-b", corev1.PodRunning, true),
+		newPod(newMemcached("other", 1), "other-a", corev1.PodRunning, true),
+	)
+
+	if err := f.handle(m, false); err != nil {
+		t.Fatalf("Handle: %v", err)
+	}
+
+	if len(f.client.statuses) != 1 {
+		t.Fatalf("wrote status %d times, want 1", len(f.client.statuses))
+	}
+	if got, want := f.client.statuses[0], inSyncStatus(m, "example-a", "example-b", "example-c"); !reflect.DeepEqual(got, want) {
+		t.Errorf("status:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+func TestWritesNothingWhenInSync(t *testing.T) {
+	m := newMemcached("example", 2)
+	m.Status = inSyncStatus(m, "example-a", "example-b")
+	f := newFixture(t, m, ownedDeployment(m, 2),
+		newPod(m, "example-b", corev1.PodRunning, true),
+		newPod(m, "example-a", corev1.PodRunning, true),
+	)
+
+	if err := f.handle(m, false); err != nil {
+		t.Fatalf("Handle: %v", err)
+	}
+
+	checkActions(t, f.client.actions, []string{
+		"get deployment test/example",
+		"list pods test app=memcached,memcached_cr=example",
+	})
+	if got := f.events(); len(got) != 0 {
+		t.Errorf("events: got %q, want none", got)
+	}
+}
+
+func TestLeavesForeignDeploymentAlone(t *testing.T) {
+	tests := []struct {
+		name  string
+		owner []metav1.OwnerReference
+	}{
+		{name: "no owner"},
+		{name: "another controller", owner: []metav1.OwnerReference{{
+			APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "someone", UID: "uid-someone", Controller: boolPtr(true),
+		}}},
+		{name: "same name but another uid", owner: []metav1.OwnerReference{{
+			APIVersion: v1alpha1.APIVersion(), Kind: v1alpha1.Kind, Name: "example", UID: "uid-of-a-deleted-memcached", Controller: boolPtr(true),
+		}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newMemcached("example", 3)
+			foreign := ownedDeployment(m, 1)
+			foreign.OwnerReferences = tt.owner
+			f := newFixture(t, m, foreign, newPod(m, "example-a", corev1.PodRunning, true))
+
+			err := f.handle(m, false)
+
+			if err == nil || !strings.Contains(err.Error(), "not controlled by memcached example") {
+				t.Errorf("Handle: got error %v, want one about the foreign deployment", err)
+			}
+			checkActions(t, f.client.actions, []string{
+				"get deployment test/example",
+				"update memcached/status test/example",
+			})
+			events := f.events()
+			if len(events) != 1 || !strings.HasPrefix(events[0], "Warning "+ReasonDeploymentNotOwned+" ") {
+				t.Errorf("events: got %q, want one Warning %s", events, ReasonDeploymentNotOwned)
+			}
+			if len(f.client.statuses) != 1 {
+				t.Fatalf("wrote status %d times, want 1", len(f.client.statuses))
+			}
+			status := f.client.statuses[0]
+			if len(status.Nodes) != 0 || status.Nodes == nil {
+				t.Errorf("status.nodes: got %#v, want an empty list: no pod is the memcached's", status.Nodes)
+			}
+			if c := status.Conditions; len(c) != 1 || c[0].Status != corev1.ConditionTrue || c[0].Reason != ReasonDeploymentNotOwned {
+				t.Errorf("conditions: got %+v, want Degraded=True reason %s", c, ReasonDeploymentNotOwned)
+			}
+		})
+	}
+}
+
+func TestIgnoresDeletedMemcached(t *testing.T) {
+	m := newMemcached("example", 3)
+	f := newFixture(t)
+
+	if err := f.handle(m, true); err != nil {
+		t.Fatalf("Handle: %v", err)
+	}
+
+	checkActions(t, f.client.actions, nil)
+}
+
+func TestSkipsMemcachedBeingDeleted(t *testing.T) {
+	m := newMemcached("example", 3)
+	now := metav1.Now()
+	m.DeletionTimestamp = &now
+	f := newFixture(t, m)
+
+	if err := f.handle(m, false); err != nil {
+		t.Fatalf("Handle: %v", err)
+	}
+
+	checkActions(t, f.client.actions, nil)
+}
+
+func TestChildEventsReconcileTheirMemcached(t *testing.T) {
+	m := newMemcached("example", 2)
+	m.Status = inSyncStatus(m, "example-a", "example-b")
+	pod := newPod(m, "example-a", corev1.PodRunning, true)
+	tests := []struct {
+		name    string
+		objects []runtime.Object
+		event   sdk.Object
+		deleted bool
+		want    []string
+	}{
+		{
+			name:    "deleted deployment is recreated",
+			objects: []runtime.Object{m, pod, newPod(m, "example-b", corev1.PodRunning, true)},
+			event:   ownedDeployment(m, 2),
+			deleted: true,
+			want: []string{
+				"get memcached test/example",
+				"get deployment test/example",
+				"create deployment test/example",
+				"get deployment test/example",
+				"list pods test app=memcached,memcached_cr=example",
+			},
+		},
+		{
+			name:    "edited replicas are restored",
+			objects: []runtime.Object{m, ownedDeployment(m, 5), pod, newPod(m, "example-b", corev1.PodRunning, true)},
+			event:   ownedDeployment(m, 5),
+			want: []string{
+				"get memcached test/example",
+				"get deployment test/example",
+				"scale deployment test/example 2",
+				"list pods test app=memcached,memcached_cr=example",
+			},
+		},
+		{
+			name:    "pod change updates status",
+			objects: []runtime.Object{m, ownedDeployment(m, 2), pod},
+			event:   pod,
+			deleted: true,
+			want: []string{
+				"get memcached test/example",
+				"get deployment test/example",
+				"list pods test app=memcached,memcached_cr=example",
+				"update memcached/status test/example",
+			},
+		},
+		{
+			name:    "pod of a deleted memcached is ignored",
+			objects: []runtime.Object{pod},
+			event:   pod,
+			want:    []string{"get memcached test/example"},
+		},
+		{
+			name:    "pod without memcached_cr label is ignored",
+			objects: []runtime.Object{m},
+			event:   &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "stray", Namespace: "test", Labels: map[string]string{appLabel: appLabelValue}}},
+			want:    nil,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, tt.objects...)
+
+			if err := f.handle(tt.event, tt.deleted); err != nil {
+				t.Fatalf("Handle: %v", err)
+			}
+
+			checkActions(t, f.client.actions, tt.want)
+		})
+	}
+}
+
+func TestToleratesConcurrentCreate(t *testing.T) {
+	m := newMemcached("example", 1)
+	f := newFixture(t, m)
+	// Another reconcile creates the Deployment between our read and our create.
+	first := true
+	f.handler.client = &racingClient{fakeClient: f.client, beforeCreate: func() {
+		if first {
+			first = false
+			f.client.deployments[key(m.Namespace, m.Name)] = ownedDeployment(m, 1)
+		}
+	}}
+
+	if err := f.handle(m, false); err != nil {
+		t.Fatalf("Handle: %v", err)
+	}
+
+	checkActions(t, f.client.actions, []string{
+		"get deployment test/example",
+		"create deployment test/example",
+		"get deployment test/example",
+		"list pods test app=memcached,memcached_cr=example",
+		"update memcached/status test/example",
+	})
+	if got := f.events(); len(got) != 0 {
+		t.Errorf("events: got %q, want none: this reconcile created nothing", got)
+	}
+}
+
+// racingClient runs beforeCreate just before each CreateDeployment.
+type racingClient struct {
+	*fakeClient
+	beforeCreate func()
+}
+
+func (r *racingClient) CreateDeployment(manifest *unstructured.Unstructured) error {
+	r.beforeCreate()
+	return r.fakeClient.CreateDeployment(manifest)
+}
+
+func TestReturnsWrappedErrors(t *testing.T) {
+	boom := errors.New("boom")
+	tests := []struct {
+		failOn string
+		want   string
+	}{
+		{failOn: "get deployment", want: "failed to get deployment test/example: boom"},
+		{failOn: "create deployment", want: "failed to create deployment test/example: boom"},
+		{failOn: "scale deployment", want: "failed to scale deployment test/example to 3: boom"},
+		{failOn: "list pods", want: "failed to list pods of memcached test/example: boom"},
+		{failOn: "update memcached/status", want: "failed to update status of memcached test/example: boom"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.failOn, func(t *testing.T) {
+			m := newMemcached("example", 3)
+			objects := []runtime.Object{m}
+			if tt.failOn == "scale deployment" {
+				objects = append(objects, ownedDeployment(m, 1))
+			}
+			f := newFixture(t, objects...)
+			f.client.failOn[tt.failOn] = boom
+
+			err := f.handle(m, false)
+
+			if err == nil || err.Error() != tt.want {
+				t.Errorf("got error %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func boolPtr(b bool) *bool { return &b }

@@ -1,0 +1,539 @@
+package olm
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/example-inc/memcached-operator/test/framework"
+	"github.com/example-inc/memcached-operator/test/olm/catalog"
+)
+
+// The OLM end-to-end test installs OLM's `olm` operator (operator-lifecycle-manager v0.38.0,
+// built by test/scripts/build-olm.sh) and its CRDs on a local kwok cluster, then follows the
+// getting-started guide: OperatorGroup, CSV 0.0.1 (Pending until its requirements exist),
+// CRD + ServiceAccount + RBAC (Succeeded), two Memcached resources, CSV 0.0.2 (Succeeded,
+// 0.0.1 gone, operator Deployment on the 0.0.2 image) and finally the same memcached pods.
+//
+// What runs where: OLM creates and upgrades the operator Deployment for real, but on KWOK's
+// fake nodes its pod never runs a container. The memcached resources are therefore reconciled
+// by the operator binary run as a local process with the memcached-operator ServiceAccount's
+// token (`make run` style), so the CSV's RBAC is what it works with. The OLM-managed
+// Deployment proves the install and upgrade mechanics; the local process proves that the
+// operator, with exactly the CSV's permissions, creates the memcached Deployments and that an
+// operator upgrade leaves the memcached pods alone.
+
+const (
+	olmClusterName = "memcached-olm-e2e"
+	olmNamespace   = "olm"
+	// operatorNamespace is where the OperatorGroup, the CSVs and the operator live.
+	operatorNamespace = "memcached"
+	operatorName      = "memcached-operator"
+	// olmInterval is OLM's resync period. OLM does not watch ServiceAccounts or Roles, so a
+	// Pending CSV notices its newly created requirements only on resync; the default is 5m.
+	olmInterval = "5s"
+
+	csvTimeout = 3 * time.Minute
+	podTimeout = 2 * time.Minute
+)
+
+// guideResources are the guide's two Memcached resources and their sizes.
+var guideResources = []struct {
+	name string
+	size int
+}{
+	{"memcached-for-wordpress", 3},
+	{"memcached-for-drupal", 2},
+}
+
+func TestOLMInstallsAndUpgradesOperator(t *testing.T) {
+	if testing.Short() {
+		t.Skip("OLM end-to-end test: needs a local cluster (skipped with -short)")
+	}
+	ctx := context.Background()
+	paths, err := framework.NewPaths()
+	if err != nil {
+		t.Fatal(err)
+	}
+	workDir := filepath.Join(paths.Output(), "e2e", "olm")
+	if err := os.RemoveAll(workDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(workDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	crdsDir := buildOLM(ctx, t, paths, workDir)
+	if err := framework.RequireFiles("make build", paths.OperatorBinary()); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Logf("starting cluster %s", olmClusterName)
+	cluster, err := framework.StartCluster(ctx, paths, olmClusterName, filepath.Join(workDir, "kubeconfig"), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if os.Getenv("OLM_E2E_KEEP_CLUSTER") != "" {
+			t.Logf("keeping cluster %s (KUBECONFIG=%s)", cluster.Name, cluster.Kubeconfig)
+			return
+		}
+		if err := cluster.Delete(context.Background()); err != nil {
+			t.Errorf("deleting cluster: %v", err)
+		}
+	})
+	admin := cluster.Kubectl()
+	k := admin.WithNamespace(operatorNamespace)
+
+	t.Log("installing OLM's CRDs and starting the olm operator")
+	mustRun(ctx, t, admin, "apply", "--server-side", "-f", crdsDir)
+	mustRun(ctx, t, admin, "wait", "--for=condition=Established", "--timeout=60s", "-f", crdsDir)
+	mustRun(ctx, t, admin, "create", "namespace", olmNamespace)
+	olm, err := framework.StartOperator(framework.OperatorConfig{
+		Binary:  paths.Tool("olm"),
+		LogFile: filepath.Join(workDir, "olm.log"),
+		Args:    []string{"--namespace", olmNamespace, "--writeStatusName", "", "--interval", olmInterval},
+		Env: []string{
+			"KUBECONFIG=" + cluster.Kubeconfig,
+			"OPERATOR_NAMESPACE=" + olmNamespace,
+			"OPERATOR_NAME=olm-operator",
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = olm.Stop(10 * time.Second) }) // OLM exits non-zero on SIGTERM; only its log matters
+	var operator *framework.Operator
+	framework.DumpOnFailure(t,
+		func() string {
+			return framework.Describe(ctx, admin, operatorNamespace, "operatorgroups,clusterserviceversions,memcached,deployments,pods")
+		},
+		func() string { return "===== olm log (" + olm.LogFile() + ")\n" + tail(olm.Log(), 150) },
+		func() string {
+			if operator == nil {
+				return "===== memcached-operator: not started"
+			}
+			return "===== memcached-operator log (" + operator.LogFile() + ")\n" + tail(operator.Log(), 150)
+		},
+	)
+
+	t.Log("1. creating the OperatorGroup")
+	mustRun(ctx, t, admin, "create", "namespace", operatorNamespace)
+	mustApply(ctx, t, k, operatorGroup(operatorNamespace))
+	waitFor(ctx, t, csvTimeout, "OLM to resolve the OperatorGroup's target namespaces", func(ctx context.Context) error {
+		var og struct {
+			Status struct {
+				Namespaces []string `json:"namespaces"`
+			} `json:"status"`
+		}
+		if err := k.GetJSON(ctx, &og, "operatorgroup", operatorName); err != nil {
+			return err
+		}
+		if !reflect.DeepEqual(og.Status.Namespaces, []string{operatorNamespace}) {
+			return fmt.Errorf("status.namespaces = %v", og.Status.Namespaces)
+		}
+		return nil
+	})
+
+	t.Log("2. applying CSV 0.0.1 before its requirements: it must stay Pending")
+	mustRun(ctx, t, k, "apply", "-f", csvFile("0.0.1"))
+	var pending csvStatus
+	waitFor(ctx, t, csvTimeout, "CSV 0.0.1 to be Pending with RequirementsNotMet", func(ctx context.Context) error {
+		s, err := getCSV(ctx, k, catalog.CSVName("0.0.1"))
+		if err != nil {
+			return err
+		}
+		if s.Phase != "Pending" || s.Reason != "RequirementsNotMet" {
+			return fmt.Errorf("phase %q, reason %q: %s", s.Phase, s.Reason, s.Message)
+		}
+		pending = s
+		return nil
+	})
+	t.Logf("CSV 0.0.1 is Pending; unmet requirements: %s", strings.Join(pending.unmet(), ", "))
+	if _, err := k.Run(ctx, "get", "deployment", operatorName); !framework.IsNotFound(err) {
+		t.Fatalf("operator Deployment exists while CSV 0.0.1 is Pending (err %v)", err)
+	}
+
+	t.Log("3. applying deploy/crd.yaml, sa.yaml and rbac.yaml: CSV 0.0.1 must succeed")
+	mustRun(ctx, t, admin, "apply", "-f", paths.Deploy("crd.yaml"))
+	mustRun(ctx, t, admin, "wait", "--for=condition=Established", "--timeout=60s", "-f", paths.Deploy("crd.yaml"))
+	mustRun(ctx, t, k, "apply", "-f", paths.Deploy("sa.yaml"), "-f", paths.Deploy("rbac.yaml"))
+	waitForCSVSucceeded(ctx, t, k, "0.0.1")
+	dep1 := waitForOperatorDeployment(ctx, t, k, "0.0.1")
+
+	t.Log("4. running the operator as a local process with the ServiceAccount's token (KWOK's fake nodes run no containers)")
+	saKubeconfig := filepath.Join(workDir, "memcached-operator.kubeconfig")
+	if err := cluster.ServiceAccountKubeconfig(ctx, operatorNamespace, operatorName, saKubeconfig, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	operator, err = framework.StartOperator(framework.OperatorConfig{
+		Binary:         paths.OperatorBinary(),
+		Kubeconfig:     saKubeconfig,
+		WatchNamespace: operatorNamespace,
+		LogFile:        filepath.Join(workDir, "memcached-operator.log"),
+		Args:           []string{"--resync", "10s"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := operator.Stop(10 * time.Second); err != nil {
+			t.Errorf("stopping the operator: %v", err)
+		}
+	})
+
+	t.Log("5. creating memcached-for-wordpress and memcached-for-drupal")
+	for _, r := range guideResources {
+		mustApply(ctx, t, k, memcached(r.name, r.size))
+	}
+	before := map[string]map[string]podState{}
+	for _, r := range guideResources {
+		before[r.name] = waitForMemcached(ctx, t, k, r.name, r.size)
+		t.Logf("%s: Deployment created by the operator, pods %v", r.name, podNames(before[r.name]))
+	}
+
+	t.Log("6. applying CSV 0.0.2 (replaces 0.0.1)")
+	mustRun(ctx, t, k, "apply", "-f", csvFile("0.0.2"))
+	// The operator's own pod is replaced during the upgrade; so is the local process.
+	if err := operator.Stop(10 * time.Second); err != nil {
+		t.Errorf("stopping the operator for the upgrade: %v", err)
+	}
+	waitForCSVSucceeded(ctx, t, k, "0.0.2")
+	waitFor(ctx, t, csvTimeout, "CSV 0.0.1 to be removed", func(ctx context.Context) error {
+		s, err := getCSV(ctx, k, catalog.CSVName("0.0.1"))
+		if framework.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("CSV 0.0.1 still exists: phase %q, reason %q", s.Phase, s.Reason)
+	})
+	dep2 := waitForOperatorDeployment(ctx, t, k, "0.0.2")
+	if dep2.UID != dep1.UID {
+		t.Errorf("operator Deployment was recreated (uid %s, was %s); want it updated in place", dep2.UID, dep1.UID)
+	}
+	if err := operator.Start(); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Log("7. checking that the memcached pods are the same pods, never restarted")
+	for _, r := range guideResources {
+		waitForMemcached(ctx, t, k, r.name, r.size)
+	}
+	// The restarted operator resyncs every 10s; hold the check across a resync so that a
+	// reconcile that replaced pods would be caught.
+	err = framework.Consistently(ctx, 15*time.Second, "memcached pods unchanged after the upgrade", func(ctx context.Context) error {
+		for _, r := range guideResources {
+			now, err := listPods(ctx, k, r.name)
+			if err != nil {
+				return err
+			}
+			if !reflect.DeepEqual(now, before[r.name]) {
+				return fmt.Errorf("%s pods changed: before %v, now %v", r.name, before[r.name], now)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range guideResources {
+		t.Logf("%s: same pods %v, 0 restarts", r.name, podNames(before[r.name]))
+	}
+}
+
+// buildOLM builds the olm binary when it is missing or stale (instant otherwise) and copies
+// OLM's CRD manifests from the Go module cache into workDir, returning their directory.
+func buildOLM(ctx context.Context, t *testing.T, paths framework.Paths, workDir string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, paths.Script("build-olm.sh"), "--print-crds-dir")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("test/scripts/build-olm.sh: %v", err)
+	}
+	src := strings.TrimSpace(string(out))
+	dst := filepath.Join(workDir, "olm-crds")
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join(src, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no OLM CRDs in %s (err %v)", src, err)
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, filepath.Base(f)), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dst
+}
+
+func csvFile(version string) string {
+	return filepath.Join(catalogDir, version, catalog.CSVFileName(version))
+}
+
+func operatorGroup(namespace string) string {
+	return fmt.Sprintf(`apiVersion: operators.coreos.com/v1
+kind: OperatorGroup
+metadata:
+  name: %s
+spec:
+  targetNamespaces:
+    - %s
+`, operatorName, namespace)
+}
+
+func memcached(name string, size int) string {
+	return fmt.Sprintf(`apiVersion: cache.example.com/v1alpha1
+kind: Memcached
+metadata:
+  name: %s
+spec:
+  size: %d
+`, name, size)
+}
+
+// csvStatus is the part of a CSV's status that the test reads.
+type csvStatus struct {
+	Phase             string `json:"phase"`
+	Reason            string `json:"reason"`
+	Message           string `json:"message"`
+	RequirementStatus []struct {
+		Kind   string `json:"kind"`
+		Name   string `json:"name"`
+		Status string `json:"status"`
+	} `json:"requirementStatus"`
+}
+
+// unmet lists the requirements that OLM reports as not present or not satisfied.
+func (s csvStatus) unmet() []string {
+	var out []string
+	for _, r := range s.RequirementStatus {
+		if r.Status != "Present" {
+			out = append(out, fmt.Sprintf("%s %s (%s)", r.Kind, r.Name, r.Status))
+		}
+	}
+	return out
+}
+
+func getCSV(ctx context.Context, k framework.Kubectl, name string) (csvStatus, error) {
+	var csv struct {
+		Status csvStatus `json:"status"`
+	}
+	err := k.GetJSON(ctx, &csv, "clusterserviceversion", name)
+	return csv.Status, err
+}
+
+func waitForCSVSucceeded(ctx context.Context, t *testing.T, k framework.Kubectl, version string) {
+	t.Helper()
+	waitFor(ctx, t, csvTimeout, "CSV "+version+" to succeed", func(ctx context.Context) error {
+		s, err := getCSV(ctx, k, catalog.CSVName(version))
+		if err != nil {
+			return err
+		}
+		if s.Phase == "Failed" {
+			return framework.Permanent(fmt.Errorf("CSV %s failed: %s: %s", version, s.Reason, s.Message))
+		}
+		if s.Phase != "Succeeded" {
+			return fmt.Errorf("phase %q, reason %q: %s; unmet: %v", s.Phase, s.Reason, s.Message, s.unmet())
+		}
+		return nil
+	})
+	t.Logf("CSV %s is Succeeded", version)
+}
+
+// operatorDeployment is the part of the OLM-managed operator Deployment the test reads.
+type operatorDeployment struct {
+	UID   string
+	Image string
+	Owner string
+}
+
+// waitForOperatorDeployment waits until OLM's operator Deployment belongs to CSV version,
+// runs that version's image and is available.
+func waitForOperatorDeployment(ctx context.Context, t *testing.T, k framework.Kubectl, version string) operatorDeployment {
+	t.Helper()
+	var got operatorDeployment
+	waitFor(ctx, t, csvTimeout, "operator Deployment of CSV "+version, func(ctx context.Context) error {
+		var d struct {
+			Metadata struct {
+				UID    string            `json:"uid"`
+				Labels map[string]string `json:"labels"`
+			} `json:"metadata"`
+			Spec struct {
+				Template struct {
+					Spec struct {
+						Containers []struct {
+							Image string `json:"image"`
+						} `json:"containers"`
+					} `json:"spec"`
+				} `json:"template"`
+			} `json:"spec"`
+			Status struct {
+				AvailableReplicas int `json:"availableReplicas"`
+				UpdatedReplicas   int `json:"updatedReplicas"`
+			} `json:"status"`
+		}
+		if err := k.GetJSON(ctx, &d, "deployment", operatorName); err != nil {
+			return err
+		}
+		got = operatorDeployment{UID: d.Metadata.UID, Owner: d.Metadata.Labels["olm.owner"]}
+		if c := d.Spec.Template.Spec.Containers; len(c) > 0 {
+			got.Image = c[0].Image
+		}
+		if got.Owner != catalog.CSVName(version) || got.Image != catalog.Image(version) {
+			return fmt.Errorf("owner %q, image %q", got.Owner, got.Image)
+		}
+		if d.Status.AvailableReplicas < 1 || d.Status.UpdatedReplicas < 1 {
+			return fmt.Errorf("available %d, updated %d", d.Status.AvailableReplicas, d.Status.UpdatedReplicas)
+		}
+		return nil
+	})
+	t.Logf("operator Deployment %s: owner %s, image %s", operatorName, got.Owner, got.Image)
+	return got
+}
+
+// podState identifies a pod across the upgrade: its UID and its containers' restarts.
+type podState struct {
+	UID      string
+	Restarts int
+}
+
+func listPods(ctx context.Context, k framework.Kubectl, cr string) (map[string]podState, error) {
+	var list struct {
+		Items []struct {
+			Metadata struct {
+				Name              string  `json:"name"`
+				UID               string  `json:"uid"`
+				DeletionTimestamp *string `json:"deletionTimestamp"`
+			} `json:"metadata"`
+			Status struct {
+				Phase             string `json:"phase"`
+				ContainerStatuses []struct {
+					RestartCount int `json:"restartCount"`
+				} `json:"containerStatuses"`
+			} `json:"status"`
+		} `json:"items"`
+	}
+	if err := k.GetJSON(ctx, &list, "pods", "-l", "app=memcached,memcached_cr="+cr); err != nil {
+		return nil, err
+	}
+	pods := map[string]podState{}
+	for _, p := range list.Items {
+		if p.Metadata.DeletionTimestamp != nil || p.Status.Phase != "Running" {
+			continue
+		}
+		s := podState{UID: p.Metadata.UID}
+		for _, c := range p.Status.ContainerStatuses {
+			s.Restarts += c.RestartCount
+		}
+		pods[p.Metadata.Name] = s
+	}
+	return pods, nil
+}
+
+// waitForMemcached waits until the operator has created CR name's Deployment (owned by the
+// CR), size pods run, and status.nodes lists exactly their names, sorted. It returns the pods.
+func waitForMemcached(ctx context.Context, t *testing.T, k framework.Kubectl, name string, size int) map[string]podState {
+	t.Helper()
+	var pods map[string]podState
+	waitFor(ctx, t, podTimeout, "memcached "+name+" to converge", func(ctx context.Context) error {
+		var d struct {
+			Metadata struct {
+				OwnerReferences []struct {
+					Kind       string `json:"kind"`
+					Name       string `json:"name"`
+					Controller bool   `json:"controller"`
+				} `json:"ownerReferences"`
+			} `json:"metadata"`
+		}
+		if err := k.GetJSON(ctx, &d, "deployment", name); err != nil {
+			return err
+		}
+		owned := false
+		for _, o := range d.Metadata.OwnerReferences {
+			owned = owned || (o.Kind == "Memcached" && o.Name == name && o.Controller)
+		}
+		if !owned {
+			return fmt.Errorf("deployment %s is not controlled by memcached %s: %+v", name, name, d.Metadata.OwnerReferences)
+		}
+		var err error
+		if pods, err = listPods(ctx, k, name); err != nil {
+			return err
+		}
+		var cr struct {
+			Status struct {
+				Nodes []string `json:"nodes"`
+			} `json:"status"`
+		}
+		if err := k.GetJSON(ctx, &cr, "memcached", name); err != nil {
+			return err
+		}
+		want := podNames(pods)
+		if len(want) != size || !reflect.DeepEqual(cr.Status.Nodes, want) {
+			return fmt.Errorf("running pods %v (want %d), status.nodes %v", want, size, cr.Status.Nodes)
+		}
+		for p, s := range pods {
+			if s.Restarts != 0 {
+				return framework.Permanent(fmt.Errorf("pod %s restarted %d times", p, s.Restarts))
+			}
+		}
+		return nil
+	})
+	return pods
+}
+
+func podNames(pods map[string]podState) []string {
+	names := make([]string, 0, len(pods))
+	for n := range pods {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func waitFor(ctx context.Context, t *testing.T, timeout time.Duration, what string, check func(context.Context) error) {
+	t.Helper()
+	if err := framework.Eventually(ctx, timeout, what, check); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustRun(ctx context.Context, t *testing.T, k framework.Kubectl, args ...string) string {
+	t.Helper()
+	out, err := k.Run(ctx, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func mustApply(ctx context.Context, t *testing.T, k framework.Kubectl, manifest string) {
+	t.Helper()
+	if err := k.Apply(ctx, manifest); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tail returns the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n") + "\n"
+}

@@ -1,0 +1,195 @@
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/example-inc/memcached-operator/test/framework"
+)
+
+const (
+	// convergeTimeout bounds every wait for the operator and the control plane to
+	// reach a state; on KWOK it normally takes a few seconds.
+	convergeTimeout = 90 * time.Second
+	// operatorSA is the ServiceAccount of deploy/sa.yaml that deploy/rbac.yaml binds.
+	operatorSA = "memcached-operator"
+)
+
+// namespace is a test's own namespace, with deploy/sa.yaml and deploy/rbac.yaml
+// applied, and at most one operator watching it.
+type namespace struct {
+	t    *testing.T
+	name string
+	// kubectl acts as the cluster admin, in this namespace.
+	kubectl  framework.Kubectl
+	operator *framework.Operator
+	dir      string
+}
+
+// newNamespace creates a namespace named after the test plus prefix and a random
+// suffix, applies the operator's ServiceAccount and RBAC to it, and deletes it when
+// the test ends. On failure, the test log gets `kubectl describe` of it.
+func newNamespace(t *testing.T, prefix string) *namespace {
+	t.Helper()
+	ctx := context.Background()
+	suffix := make([]byte, 3)
+	_, _ = rand.Read(suffix) // crypto/rand.Read never fails
+	name := fmt.Sprintf("%s-%s", prefix, hex.EncodeToString(suffix))
+	ns := &namespace{
+		t:       t,
+		name:    name,
+		kubectl: cluster.Kubectl().WithNamespace(name),
+		dir:     filepath.Join(scratch, name),
+	}
+	if _, err := cluster.Kubectl().Run(ctx, "create", "namespace", name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Deleting the namespace deletes everything in it; the cluster goes at the end.
+		if _, err := cluster.Kubectl().Run(context.Background(), "delete", "namespace", name, "--wait=false"); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	framework.DumpOnFailure(t, func() string {
+		return framework.Describe(context.Background(), cluster.Kubectl(), name, "memcached,deployments,replicasets,pods")
+	})
+	if _, err := ns.kubectl.Run(ctx, "apply", "-f", paths.Deploy("sa.yaml"), "-f", paths.Deploy("rbac.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+// startOperator runs the operator binary with WATCH_NAMESPACE set to this namespace
+// and a kubeconfig for its memcached-operator ServiceAccount, and stops it when the
+// test ends. On failure, the test log gets the operator's log.
+func (ns *namespace) startOperator(args ...string) *framework.Operator {
+	t := ns.t
+	t.Helper()
+	if ns.operator != nil {
+		t.Fatalf("namespace %s already has an operator", ns.name)
+	}
+	kubeconfig := filepath.Join(ns.dir, "operator.kubeconfig")
+	if err := cluster.ServiceAccountKubeconfig(context.Background(), ns.name, operatorSA, kubeconfig, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	op, err := framework.StartOperator(framework.OperatorConfig{
+		Binary:         paths.OperatorBinary(),
+		Kubeconfig:     kubeconfig,
+		WatchNamespace: ns.name,
+		LogFile:        filepath.Join(ns.dir, "operator.log"),
+		Args:           append([]string{"--log-level=debug"}, args...),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.operator = op
+	t.Cleanup(func() {
+		if err := op.Stop(30 * time.Second); err != nil {
+			t.Errorf("operator in %s did not stop cleanly: %v", ns.name, err)
+		}
+	})
+	framework.DumpOnFailure(t, func() string {
+		return fmt.Sprintf("===== operator log (WATCH_NAMESPACE=%s, %s)\n%s", ns.name, op.LogFile(), op.Log())
+	})
+	return op
+}
+
+// run runs kubectl in the namespace and fails the test on error.
+func (ns *namespace) run(args ...string) string {
+	ns.t.Helper()
+	out, err := ns.kubectl.Run(context.Background(), args...)
+	if err != nil {
+		ns.t.Fatal(err)
+	}
+	return out
+}
+
+// apply applies a manifest in the namespace and fails the test on error.
+func (ns *namespace) apply(manifest string) {
+	ns.t.Helper()
+	if err := ns.kubectl.Apply(context.Background(), manifest); err != nil {
+		ns.t.Fatal(err)
+	}
+}
+
+// eventually fails the test unless check passes within convergeTimeout.
+func (ns *namespace) eventually(what string, check func(context.Context) error) {
+	ns.t.Helper()
+	if err := framework.Eventually(context.Background(), convergeTimeout, what, check); err != nil {
+		ns.t.Fatal(err)
+	}
+}
+
+// createMemcached creates a Memcached with spec.size size.
+func (ns *namespace) createMemcached(name string, size int) {
+	ns.t.Helper()
+	ns.apply(fmt.Sprintf(`apiVersion: cache.example.com/v1alpha1
+kind: Memcached
+metadata:
+  name: %s
+spec:
+  size: %d
+`, name, size))
+}
+
+// setSize edits spec.size, as `kubectl edit` would.
+func (ns *namespace) setSize(name string, size int) {
+	ns.t.Helper()
+	ns.run("patch", "memcached", name, "--type=merge", "-p", fmt.Sprintf(`{"spec":{"size":%d}}`, size))
+}
+
+// scale changes spec.size through the scale subresource.
+func (ns *namespace) scale(name string, size int) {
+	ns.t.Helper()
+	ns.run("scale", "memcached/"+name, fmt.Sprintf("--replicas=%d", size))
+}
+
+// waitConverged waits until Memcached name is in the steady state for its spec.size
+// (see converged) and returns what it then observed.
+func (ns *namespace) waitConverged(name string, size int) observed {
+	ns.t.Helper()
+	var o observed
+	ns.eventually(fmt.Sprintf("memcached %s/%s to converge on size %d", ns.name, name, size), func(ctx context.Context) error {
+		var err error
+		o, err = observe(ctx, ns.kubectl, name)
+		if err != nil {
+			return err
+		}
+		return converged(o, size)
+	})
+	return o
+}
+
+// snapshot observes name once and fails the test on error.
+func (ns *namespace) snapshot(name string) observed {
+	ns.t.Helper()
+	o, err := observe(context.Background(), ns.kubectl, name)
+	if err != nil {
+		ns.t.Fatal(err)
+	}
+	return o
+}
+
+// events returns the Events about Memcached name with the given reason.
+func (ns *namespace) events(ctx context.Context, name, reason string) ([]event, error) {
+	var list struct{ Items []event }
+	err := ns.kubectl.GetJSON(ctx, &list, "events",
+		"--field-selector", "involvedObject.kind=Memcached,involvedObject.name="+name+",reason="+reason)
+	return list.Items, err
+}
+
+// slug turns a test name into a namespace prefix: TestScale -> scale.
+func slug(testName string) string {
+	s := strings.ToLower(strings.TrimPrefix(testName, "Test"))
+	s = strings.NewReplacer("/", "-", "_", "-").Replace(s)
+	if len(s) > 40 {
+		s = s[:40]
+	}
+	return strings.Trim(s, "-")
+}

@@ -1,0 +1,365 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/example-inc/memcached-operator/test/framework"
+)
+
+// TestCreate: a new Memcached gets a Deployment of spec.size replicas that it
+// controls, its pods go Running, and status.nodes lists them sorted.
+func TestCreate(t *testing.T) {
+	ns := newNamespace(t, slug(t.Name()))
+	ns.startOperator()
+	ns.createMemcached("cache", 3)
+	o := ns.waitConverged("cache", 3)
+	t.Logf("status.nodes = %v", o.memcached.Status.Nodes)
+
+	t.Run("kubectl shows the printer columns and the short name", func(t *testing.T) {
+		out := ns.run("get", "mc", "cache")
+		for _, want := range []string{"DESIRED", "READY", "AGE", "cache"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("kubectl get mc cache = %q, want it to contain %q", out, want)
+			}
+		}
+	})
+	t.Run("a normal event records the creation", func(t *testing.T) {
+		ns.eventually("Event DeploymentCreated", func(ctx context.Context) error {
+			evs, err := ns.events(ctx, "cache", "DeploymentCreated")
+			if err != nil {
+				return err
+			}
+			if len(evs) == 0 || evs[0].Type != "Normal" {
+				return fmt.Errorf("events = %+v, want one Normal DeploymentCreated", evs)
+			}
+			return nil
+		})
+	})
+}
+
+// TestScale: spec.size changes up, down and to zero, both by editing the resource
+// and through the scale subresource (`kubectl scale`), reach the Deployment, the
+// pods and status.nodes.
+func TestScale(t *testing.T) {
+	ns := newNamespace(t, slug(t.Name()))
+	ns.startOperator()
+	ns.createMemcached("cache", 1)
+	ns.waitConverged("cache", 1)
+
+	steps := []struct {
+		name   string
+		size   int
+		change func(name string, size int)
+	}{
+		{"up by editing spec.size", 4, ns.setSize},
+		{"down with kubectl scale", 2, ns.scale},
+		{"to zero by editing spec.size", 0, ns.setSize},
+		{"up from zero with kubectl scale", 3, ns.scale},
+		{"down by editing spec.size", 1, ns.setSize},
+		{"to zero with kubectl scale", 0, ns.scale},
+	}
+	for _, s := range steps {
+		ok := t.Run(s.name, func(t *testing.T) {
+			s.change("cache", s.size)
+			o := ns.waitConverged("cache", s.size)
+			if s.size == 0 && o.memcached.Status.Nodes == nil {
+				t.Errorf("status.nodes is absent at size 0, want an empty list")
+			}
+		})
+		if !ok {
+			return // later steps start from this one's state
+		}
+	}
+}
+
+// TestDrift: changes made to the Deployment behind the operator's back are undone.
+func TestDrift(t *testing.T) {
+	ns := newNamespace(t, slug(t.Name()))
+	ns.startOperator()
+	ns.createMemcached("cache", 3)
+	before := ns.waitConverged("cache", 3)
+
+	ok := t.Run("replicas edited on the Deployment are restored", func(t *testing.T) {
+		gen := before.deployment.Metadata.Generation
+		ns.run("scale", "deployment/cache", "--replicas=5")
+		// The edit and the operator's restore each bump the Deployment's generation.
+		ns.eventually("the operator to restore replicas 3 after the edit to 5", func(ctx context.Context) error {
+			o, err := observe(ctx, ns.kubectl, "cache")
+			if err != nil {
+				return err
+			}
+			if o.deployment == nil || o.deployment.Metadata.Generation < gen+2 {
+				return fmt.Errorf("deployment generation is still below %d (edit and restore)", gen+2)
+			}
+			return converged(o, 3)
+		})
+		if o := ns.snapshot("cache"); o.deployment.Metadata.UID != before.deployment.Metadata.UID {
+			t.Errorf("deployment was replaced (uid %s -> %s), want it scaled in place", before.deployment.Metadata.UID, o.deployment.Metadata.UID)
+		}
+	})
+	if !ok {
+		return
+	}
+	t.Run("a deleted Deployment is recreated", func(t *testing.T) {
+		ns.run("delete", "deployment", "cache", "--wait=true")
+		ns.eventually("a new deployment cache with 3 Running pods", func(ctx context.Context) error {
+			o, err := observe(ctx, ns.kubectl, "cache")
+			if err != nil {
+				return err
+			}
+			if o.deployment != nil && o.deployment.Metadata.UID == before.deployment.Metadata.UID {
+				return fmt.Errorf("deployment still has the deleted uid %s", before.deployment.Metadata.UID)
+			}
+			return converged(o, 3)
+		})
+	})
+}
+
+// TestGarbageCollection: deleting a Memcached removes its Deployment, ReplicaSet and
+// pods through their owner references (the operator ignores deletes).
+func TestGarbageCollection(t *testing.T) {
+	ns := newNamespace(t, slug(t.Name()))
+	ns.startOperator()
+	ns.createMemcached("cache", 2)
+	ns.createMemcached("keep", 1)
+	ns.waitConverged("cache", 2)
+	keep := ns.waitConverged("keep", 1)
+
+	ns.run("delete", "memcached", "cache", "--wait=true")
+	ns.eventually("the deployment, replicasets and pods of cache to be gone", func(ctx context.Context) error {
+		var left []string
+		for _, args := range [][]string{
+			{"deployment", "cache", "--ignore-not-found", "-o", "name"},
+			{"replicasets", "-l", "memcached_cr=cache", "-o", "name"},
+			{"pods", "-l", "memcached_cr=cache", "-o", "name"},
+		} {
+			out, err := ns.kubectl.Run(ctx, append([]string{"get"}, args...)...)
+			if err != nil {
+				return err
+			}
+			left = append(left, strings.Fields(out)...)
+		}
+		if len(left) > 0 {
+			return fmt.Errorf("still there: %v", left)
+		}
+		return nil
+	})
+	o := ns.waitConverged("keep", 1)
+	if o.deployment.Metadata.UID != keep.deployment.Metadata.UID {
+		t.Errorf("deployment keep was replaced while cache was collected")
+	}
+}
+
+// TestForeignDeployment: a Deployment with the Memcached's name that it does not
+// control is left untouched, and reported with a Warning Event DeploymentNotOwned
+// and a Degraded condition.
+func TestForeignDeployment(t *testing.T) {
+	ns := newNamespace(t, slug(t.Name()))
+	ns.startOperator()
+	ns.apply(`apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: cache
+  labels:
+    app: someone-else
+spec:
+  replicas: 1
+  selector:
+    matchLabels:
+      app: someone-else
+  template:
+    metadata:
+      labels:
+        app: someone-else
+    spec:
+      containers:
+        - name: main
+          image: registry.example.com/someone-else:1.0
+`)
+	var foreign deployment
+	if err := ns.kubectl.GetJSON(context.Background(), &foreign, "deployment", "cache"); err != nil {
+		t.Fatal(err)
+	}
+	ns.createMemcached("cache", 3)
+
+	t.Run("a Warning Event DeploymentNotOwned is recorded on the Memcached", func(t *testing.T) {
+		ns.eventually("Warning Event DeploymentNotOwned", func(ctx context.Context) error {
+			evs, err := ns.events(ctx, "cache", "DeploymentNotOwned")
+			if err != nil {
+				return err
+			}
+			if len(evs) == 0 || evs[0].Type != "Warning" {
+				return fmt.Errorf("events = %+v, want a Warning DeploymentNotOwned", evs)
+			}
+			t.Logf("event: %s %s: %s", evs[0].Type, evs[0].Reason, evs[0].Message)
+			return nil
+		})
+	})
+	t.Run("the Memcached is Degraded with reason DeploymentNotOwned", func(t *testing.T) {
+		ns.eventually("condition Degraded=True", func(ctx context.Context) error {
+			o, err := observe(ctx, ns.kubectl, "cache")
+			if err != nil {
+				return err
+			}
+			c := o.memcached.condition("Degraded")
+			if c == nil || c.Status != "True" || c.Reason != "DeploymentNotOwned" {
+				return fmt.Errorf("condition Degraded = %+v, want True with reason DeploymentNotOwned", c)
+			}
+			if len(o.memcached.Status.Nodes) != 0 {
+				return fmt.Errorf("status.nodes = %v, want none: no pod is the Memcached's", o.memcached.Status.Nodes)
+			}
+			return nil
+		})
+	})
+	t.Run("the foreign Deployment is untouched", func(t *testing.T) {
+		var now deployment
+		if err := ns.kubectl.GetJSON(context.Background(), &now, "deployment", "cache"); err != nil {
+			t.Fatal(err)
+		}
+		if now.Metadata.UID != foreign.Metadata.UID {
+			t.Errorf("deployment uid %s, want the foreign %s", now.Metadata.UID, foreign.Metadata.UID)
+		}
+		if now.Metadata.Generation != foreign.Metadata.Generation {
+			t.Errorf("deployment generation %d, want %d: its spec was changed", now.Metadata.Generation, foreign.Metadata.Generation)
+		}
+		if len(now.Metadata.OwnerReferences) != 0 {
+			t.Errorf("deployment ownerReferences = %+v, want none", now.Metadata.OwnerReferences)
+		}
+		if deref(now.Spec.Replicas) != 1 || now.Metadata.Labels["app"] != "someone-else" || now.Metadata.Labels["memcached_cr"] != "" {
+			t.Errorf("deployment replicas %v labels %v, want 1 and app=someone-else only", deref(now.Spec.Replicas), now.Metadata.Labels)
+		}
+	})
+}
+
+// TestNamespaces: the operator acts only in WATCH_NAMESPACE, and operators in two
+// namespaces manage same-named resources independently.
+func TestNamespaces(t *testing.T) {
+	a := newNamespace(t, slug(t.Name())+"-a")
+	b := newNamespace(t, slug(t.Name())+"-b")
+	a.startOperator()
+	a.createMemcached("cache", 2)
+	b.createMemcached("cache", 1)
+	aBefore := a.waitConverged("cache", 2)
+
+	ok := t.Run("the operator acts only in WATCH_NAMESPACE", func(t *testing.T) {
+		// The Deployment and pod watches, the Memcached watch's initial list and the
+		// retries all happen within seconds; a window of 15s covers them.
+		err := framework.Consistently(context.Background(), 15*time.Second, "nothing happening in "+b.name, func(ctx context.Context) error {
+			o, err := observe(ctx, b.kubectl, "cache")
+			if err != nil {
+				return err
+			}
+			if o.deployment != nil || len(o.pods) > 0 || o.memcached.Status.Nodes != nil || o.memcached.Status.Conditions != nil {
+				return fmt.Errorf("unwatched namespace %s changed: deployment %v, %d pods, status %+v", b.name, o.deployment != nil, len(o.pods), o.memcached.Status)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+	if !ok {
+		return
+	}
+	ok = t.Run("a second operator manages its own namespace", func(t *testing.T) {
+		b.startOperator()
+		b.waitConverged("cache", 1)
+		if o := a.waitConverged("cache", 2); o.deployment.Metadata.UID != aBefore.deployment.Metadata.UID {
+			t.Errorf("deployment cache in %s was replaced", a.name)
+		}
+	})
+	if !ok {
+		return
+	}
+	t.Run("changes in one namespace leave the other alone", func(t *testing.T) {
+		bBefore := b.snapshot("cache")
+		a.scale("cache", 3)
+		a.waitConverged("cache", 3)
+		b.run("delete", "memcached", "cache", "--wait=true")
+		b.eventually("deployment cache to be collected in "+b.name, func(ctx context.Context) error {
+			o, err := b.kubectl.Run(ctx, "get", "deployment", "cache", "--ignore-not-found", "-o", "name")
+			if err != nil {
+				return err
+			}
+			if o != "" {
+				return fmt.Errorf("still there: %s", o)
+			}
+			return nil
+		})
+		o := a.waitConverged("cache", 3)
+		if o.deployment.Metadata.UID != aBefore.deployment.Metadata.UID {
+			t.Errorf("deployment in %s was replaced", a.name)
+		}
+		if bBefore.deployment.Metadata.UID == o.deployment.Metadata.UID {
+			t.Errorf("the two namespaces share a deployment uid %s", o.deployment.Metadata.UID)
+		}
+	})
+}
+
+// TestOperatorRestart: the operator stops cleanly on SIGTERM, and after a restart it
+// converges on everything that changed while it was down, including a change it was
+// killed in the middle of.
+func TestOperatorRestart(t *testing.T) {
+	ns := newNamespace(t, slug(t.Name()))
+	op := ns.startOperator()
+	ns.createMemcached("cache", 2)
+	ns.waitConverged("cache", 2)
+
+	ok := t.Run("SIGTERM stops it cleanly", func(t *testing.T) {
+		if err := op.Stop(30 * time.Second); err != nil {
+			t.Fatalf("exit after SIGTERM: %v, want status 0", err)
+		}
+	})
+	if !ok {
+		return
+	}
+	ok = t.Run("changes made while it is down converge after a restart", func(t *testing.T) {
+		ns.setSize("cache", 4)
+		ns.createMemcached("later", 2)
+		ns.run("delete", "pods", "-l", "memcached_cr=cache", "--wait=false")
+		if err := op.Start(); err != nil {
+			t.Fatal(err)
+		}
+		ns.waitConverged("cache", 4)
+		ns.waitConverged("later", 2)
+	})
+	if !ok {
+		return
+	}
+	t.Run("killed part-way through a scale-up it converges after a restart", func(t *testing.T) {
+		before := ns.snapshot("cache")
+		ns.setSize("cache", 6)
+		// Kill it as soon as it has acted on the Deployment, before the pods and
+		// the status have caught up.
+		ns.eventually("the operator to scale deployment cache to 6", func(ctx context.Context) error {
+			var d deployment
+			if err := ns.kubectl.GetJSON(ctx, &d, "deployment", "cache"); err != nil {
+				return err
+			}
+			if deref(d.Spec.Replicas) != 6 {
+				return fmt.Errorf("deployment replicas %v", deref(d.Spec.Replicas))
+			}
+			return nil
+		})
+		op.Kill()
+		mid := ns.snapshot("cache")
+		t.Logf("killed with status.nodes = %v (%d pods)", mid.memcached.Status.Nodes, len(mid.pods))
+		ns.scale("later", 1)
+		if err := op.Start(); err != nil {
+			t.Fatal(err)
+		}
+		o := ns.waitConverged("cache", 6)
+		ns.waitConverged("later", 1)
+		if o.deployment.Metadata.UID != before.deployment.Metadata.UID {
+			t.Errorf("deployment cache was replaced, want it scaled in place")
+		}
+		if !slices.IsSorted(o.memcached.Status.Nodes) {
+			t.Errorf("status.nodes %v is not sorted", o.memcached.Status.Nodes)
+		}
+	})
+}

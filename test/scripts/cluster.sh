@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# cluster.sh runs local Kubernetes clusters with kwokctl's binary runtime: a real
+# kube-apiserver, etcd, kube-controller-manager and kube-scheduler (RBAC and admission
+# on) from tmp/_output/tools/bin, plus KWOK fake nodes on which pods go Running.
+# Cluster state lives in tmp/_output/kwok (KWOK_WORKDIR); kubeconfigs go where the
+# caller says, never to ~/.kube/config.
+#
+# Usage:
+#   cluster.sh up NAME KUBECONFIG [NODES]   create NAME, or reuse it when it is healthy,
+#                                           or restart it cleanly; write an admin
+#                                           kubeconfig; ensure NODES fake nodes (3).
+#   cluster.sh down NAME KUBECONFIG         delete NAME and its kubeconfig.
+#   cluster.sh status NAME KUBECONFIG       succeed when NAME answers /readyz.
+#   cluster.sh logs NAME COMPONENT          print a component's log (kube-apiserver,
+#                                           kube-controller-manager, kwok-controller...).
+#   cluster.sh sa-kubeconfig ADMIN_KUBECONFIG NAMESPACE SERVICEACCOUNT OUT [DURATION]
+#                                           write a kubeconfig that authenticates as the
+#                                           ServiceAccount with a token (default 24h).
+set -o errexit -o nounset -o pipefail
+
+# shellcheck source=test/scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+KWOKCTL="${TOOLS_BIN}/kwokctl"
+KUBECTL="${TOOLS_BIN}/kubectl"
+CLUSTER_TOOLS=(kwokctl kwok kube-apiserver kube-controller-manager kube-scheduler kubectl etcd)
+
+# exists succeeds when kwokctl knows cluster NAME.
+exists() {
+  "${KWOKCTL}" get clusters 2>/dev/null | grep -qx -- "$1"
+}
+
+# healthy succeeds when the API server behind KUBECONFIG is ready.
+healthy() {
+  [[ -s "$1" ]] && "${KUBECTL}" --kubeconfig "$1" --request-timeout=5s get --raw /readyz >/dev/null 2>&1
+}
+
+# write_kubeconfig writes NAME's admin kubeconfig to FILE, alone in that file.
+write_kubeconfig() {
+  local name="$1" file="$2"
+  mkdir -p "$(dirname "${file}")"
+  "${KWOKCTL}" get kubeconfig --name "${name}" >"${file}.tmp"
+  chmod 600 "${file}.tmp"
+  mv -f "${file}.tmp" "${file}"
+}
+
+create() {
+  local name="$1" kubeconfig="$2"
+  log "creating cluster ${name} (Kubernetes $("${KUBECTL}" version --client -o yaml | sed -n 's/^ *gitVersion: //p'))"
+  mkdir -p "$(dirname "${kubeconfig}")"
+  # --kubeconfig is where kwokctl adds the cluster's context; we give it the cluster's
+  # own file so the user's ~/.kube/config is never read or changed.
+  "${KWOKCTL}" create cluster \
+    --name "${name}" \
+    --runtime binary \
+    --kubeconfig "${kubeconfig}" \
+    --kube-apiserver-binary "${TOOLS_BIN}/kube-apiserver" \
+    --kube-controller-manager-binary "${TOOLS_BIN}/kube-controller-manager" \
+    --kube-scheduler-binary "${TOOLS_BIN}/kube-scheduler" \
+    --etcd-binary "${TOOLS_BIN}/etcd" \
+    --kwok-controller-binary "${TOOLS_BIN}/kwok" \
+    --kube-authorization=true \
+    --kube-admission=true \
+    --disable-qps-limits \
+    --wait 2m
+}
+
+cmd_up() {
+  (($# >= 2)) || fatal "usage: cluster.sh up NAME KUBECONFIG [NODES]"
+  local name="$1" kubeconfig="$2" nodes="${3:-3}"
+  require_tools "${CLUSTER_TOOLS[@]}"
+  mkdir -p "${KWOK_WORKDIR}"
+
+  if exists "${name}"; then
+    if healthy "${kubeconfig}"; then
+      log "reusing running cluster ${name}"
+    else
+      log "cluster ${name} exists but is not serving; restarting it"
+      if ! "${KWOKCTL}" start cluster --name "${name}" --wait 1m >&2 ||
+        ! { write_kubeconfig "${name}" "${kubeconfig}" && wait_for 60 "cluster ${name}" healthy "${kubeconfig}"; }; then
+        log "restart failed; recreating cluster ${name}"
+        "${KWOKCTL}" delete cluster --name "${name}" --kubeconfig "${kubeconfig}" >&2 || true
+        create "${name}" "${kubeconfig}" >&2
+      fi
+    fi
+  else
+    create "${name}" "${kubeconfig}" >&2
+  fi
+  write_kubeconfig "${name}" "${kubeconfig}"
+  wait_for 60 "cluster ${name} to answer /readyz" healthy "${kubeconfig}"
+
+  log "ensuring ${nodes} fake nodes"
+  "${KWOKCTL}" scale node --name "${name}" --replicas "${nodes}" >&2
+  wait_for 60 "${nodes} Ready nodes" nodes_ready "${kubeconfig}" "${nodes}"
+  log "cluster ${name} is ready (KUBECONFIG=${kubeconfig})"
+}
+
+# nodes_ready succeeds when at least COUNT nodes report Ready=True.
+nodes_ready() {
+  local ready
+  ready="$("${KUBECTL}" --kubeconfig "$1" get nodes \
+    -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
+    grep -cx True)" || return 1
+  ((ready >= $2))
+}
+
+cmd_down() {
+  (($# == 2)) || fatal "usage: cluster.sh down NAME KUBECONFIG"
+  local name="$1" kubeconfig="$2"
+  require_tools kwokctl
+  if exists "${name}"; then
+    log "deleting cluster ${name}"
+    "${KWOKCTL}" delete cluster --name "${name}" --kubeconfig "${kubeconfig}" >&2
+  fi
+  rm -f "${kubeconfig}"
+}
+
+cmd_status() {
+  (($# == 2)) || fatal "usage: cluster.sh status NAME KUBECONFIG"
+  require_tools kwokctl kubectl
+  exists "$1" && healthy "$2"
+}
+
+cmd_logs() {
+  (($# == 2)) || fatal "usage: cluster.sh logs NAME COMPONENT"
+  require_tools kwokctl
+  "${KWOKCTL}" logs --name "$1" "$2"
+}
+
+cmd_sa_kubeconfig() {
+  (($# >= 4)) || fatal "usage: cluster.sh sa-kubeconfig ADMIN_KUBECONFIG NAMESPACE SERVICEACCOUNT OUT [DURATION]"
+  local admin="$1" namespace="$2" sa="$3" out="$4" duration="${5:-24h}"
+  local server ca token tmp
+  require_tools kubectl
+  server="$("${KUBECTL}" --kubeconfig "${admin}" config view --minify -o jsonpath='{.clusters[0].cluster.server}')"
+  ca="$("${KUBECTL}" --kubeconfig "${admin}" config view --minify --raw -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')"
+  token="$("${KUBECTL}" --kubeconfig "${admin}" -n "${namespace}" create token "${sa}" --duration "${duration}")"
+  mkdir -p "$(dirname "${out}")"
+  tmp="${out}.tmp"
+  rm -f "${tmp}"
+  {
+    cat <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: local
+  cluster:
+    server: ${server}
+EOF
+    if [[ -n "${ca}" ]]; then
+      echo "    certificate-authority-data: ${ca}"
+    else
+      echo "    insecure-skip-tls-verify: true"
+    fi
+    cat <<EOF
+users:
+- name: ${namespace}-${sa}
+  user:
+    token: ${token}
+contexts:
+- name: ${namespace}-${sa}
+  context:
+    cluster: local
+    namespace: ${namespace}
+    user: ${namespace}-${sa}
+current-context: ${namespace}-${sa}
+EOF
+  } >"${tmp}"
+  chmod 600 "${tmp}"
+  mv -f "${tmp}" "${out}"
+}
+
+main() {
+  (($# >= 1)) || fatal "usage: cluster.sh up|down|status|logs|sa-kubeconfig ... (see the header)"
+  local cmd="$1"
+  shift
+  case "${cmd}" in
+    up) cmd_up "$@" ;;
+    down) cmd_down "$@" ;;
+    status) cmd_status "$@" ;;
+    logs) cmd_logs "$@" ;;
+    sa-kubeconfig) cmd_sa_kubeconfig "$@" ;;
+    -h | --help) sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' ;;
+    *) fatal "unknown command ${cmd}" ;;
+  esac
+}
+
+main "$@"

@@ -92,16 +92,20 @@ func run(opts *options) error {
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events(namespace)})
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component})
 
-	logrus.Infof("watching namespace %q, resync every %v, memcached image %s", namespace, opts.resync, opts.memcachedImage)
-	sdk.Watch(v1alpha1.APIVersion(), v1alpha1.Kind, namespace, opts.resync)
-	// Children are watched only to react quickly to drift and pod changes;
-	// the Memcached resync already revisits everything, so they need none.
-	sdk.Watch("apps/v1", "Deployment", namespace, 0, sdk.WithLabelSelector(stub.ManagedSelector))
-	sdk.Watch("v1", "Pod", namespace, 0, sdk.WithLabelSelector(stub.ManagedSelector))
-	sdk.Handle(stub.NewHandler(stub.NewClient(kube, dyn), recorder, opts.memcachedImage))
-
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+
+	client := stub.NewCachedClient(kube, dyn, namespace)
+	handler := stub.NewHandler(client, recorder, opts.memcachedImage)
+	client.OnChildChange(handler.EnqueueMemcached)
+	if err := client.Start(ctx.Done()); err != nil {
+		return err
+	}
+	go handler.Run(ctx)
+
+	logrus.Infof("watching namespace %q, resync every %v, memcached image %s", namespace, opts.resync, opts.memcachedImage)
+	sdk.Watch(v1alpha1.APIVersion(), v1alpha1.Kind, namespace, opts.resync)
+	sdk.Handle(handler)
 	sdk.Run(ctx)
 	logrus.Info("received a termination signal, shutting down")
 	return nil

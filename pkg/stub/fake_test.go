@@ -23,7 +23,7 @@ import (
 type fakeClient struct {
 	memcacheds  map[string]*v1alpha1.Memcached
 	deployments map[string]*appsv1.Deployment
-	pods        []corev1.Pod
+	pods        []*corev1.Pod
 	// failOn makes the call whose action starts with the key fail with the value.
 	failOn map[string]error
 
@@ -45,7 +45,7 @@ func newFakeClient(objects ...runtime.Object) *fakeClient {
 		case *appsv1.Deployment:
 			f.deployments[key(o.Namespace, o.Name)] = o.DeepCopy()
 		case *corev1.Pod:
-			f.pods = append(f.pods, *o.DeepCopy())
+			f.pods = append(f.pods, o.DeepCopy())
 		default:
 			panic(fmt.Sprintf("fakeClient cannot hold %T", o))
 		}
@@ -125,14 +125,14 @@ func (f *fakeClient) ScaleDeployment(namespace, name string, replicas int32) err
 	return nil
 }
 
-func (f *fakeClient) ListPods(namespace string, selector labels.Selector) ([]corev1.Pod, error) {
+func (f *fakeClient) ListPods(namespace string, selector labels.Selector) ([]*corev1.Pod, error) {
 	if err := f.record(fmt.Sprintf("list pods %s %s", namespace, selector)); err != nil {
 		return nil, err
 	}
-	var out []corev1.Pod
+	var out []*corev1.Pod
 	for _, p := range f.pods {
 		if p.Namespace == namespace && selector.Matches(labels.Set(p.Labels)) {
-			out = append(out, *p.DeepCopy())
+			out = append(out, p)
 		}
 	}
 	return out, nil

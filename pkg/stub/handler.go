@@ -6,39 +6,56 @@ package stub
 import (
 	"context"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
 	"github.com/operator-framework/operator-sdk/pkg/sdk"
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
+	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 )
 
 // DefaultImage is the memcached image of new Deployments unless
 // --memcached-image or MEMCACHED_IMAGE say otherwise.
 const DefaultImage = "memcached:1.6-alpine"
 
-// Handler reconciles Memcached resources on the SDK's events. It is safe for
-// concurrent use: it keeps no state between events, and conflicting writes
-// from concurrent events fail on resourceVersion and are retried.
+// maxChildRetries is how often a reconcile that a child's change asked for is
+// retried with backoff before it is dropped, as the SDK does for its events;
+// the next change or the Memcached resync brings it back.
+const maxChildRetries = 15
+
+// Handler reconciles Memcached resources. Two sources ask it to: the SDK,
+// through Handle, when a Memcached changes; and Run's queue, through
+// EnqueueMemcached, when one of a Memcached's Deployment or pods changes.
 type Handler struct {
 	client   Client
 	recorder record.EventRecorder
 	image    string
 	now      func() metav1.Time
+	queue    workqueue.RateLimitingInterface
+	// mu serializes reconciles, so the SDK's worker and the queue's never
+	// write the same Memcached's children at once.
+	mu sync.Mutex
 }
 
-// NewHandler returns a Handler that talks to the API server through client,
-// records Events with recorder and runs image in new memcached Deployments.
+// NewHandler returns a Handler that reads and writes through client, records
+// Events with recorder and runs image in new memcached Deployments.
 func NewHandler(client Client, recorder record.EventRecorder, image string) *Handler {
-	return &Handler{client: client, recorder: recorder, image: image, now: metav1.Now}
+	return &Handler{
+		client:   client,
+		recorder: recorder,
+		image:    image,
+		now:      metav1.Now,
+		queue:    workqueue.NewNamedRateLimitingQueue(workqueue.DefaultControllerRateLimiter(), "memcached-children"),
+	}
 }
 
-// Handle reconciles the Memcached that an event concerns. main.go watches
-// Memcached resources and, to react to drift and to pod changes, the
-// Deployments and pods labelled app=memcached.
+// Handle reconciles the Memcached of an SDK event.
 func (h *Handler) Handle(ctx context.Context, event sdk.Event) error {
 	switch o := event.Object.(type) {
 	case *v1alpha1.Memcached:
@@ -48,20 +65,54 @@ func (h *Handler) Handle(ctx context.Context, event sdk.Event) error {
 			return nil
 		}
 		return h.reconcile(o)
-	case *appsv1.Deployment:
-		return h.reconcileOwner(o.Namespace, o.Labels)
-	case *corev1.Pod:
-		return h.reconcileOwner(o.Namespace, o.Labels)
 	}
 	return nil
 }
 
-// reconcileOwner reconciles the Memcached named by a child's memcached_cr
-// label, after a change to that child, including its deletion.
-func (h *Handler) reconcileOwner(namespace string, labels map[string]string) error {
-	name := labels[crLabel]
-	if name == "" {
-		return nil
+// EnqueueMemcached asks Run's worker to reconcile the Memcached
+// namespace/name. Repeated requests for one Memcached collapse into one.
+func (h *Handler) EnqueueMemcached(namespace, name string) {
+	h.queue.Add(namespace + "/" + name)
+}
+
+// Run reconciles what EnqueueMemcached asks for until ctx is done.
+func (h *Handler) Run(ctx context.Context) {
+	defer h.queue.ShutDown()
+	go wait.Until(func() {
+		for h.processNextItem() {
+		}
+	}, time.Second, ctx.Done())
+	<-ctx.Done()
+}
+
+// processNextItem reconciles one queued Memcached and requeues it with
+// backoff on failure. It returns false when the queue is shut down.
+func (h *Handler) processNextItem() bool {
+	item, shutdown := h.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer h.queue.Done(item)
+	key := item.(string)
+	err := h.reconcileKey(key)
+	switch {
+	case err == nil:
+		h.queue.Forget(item)
+	case h.queue.NumRequeues(item) < maxChildRetries:
+		logrus.Errorf("error syncing memcached %s after a change of its children: %v", key, err)
+		h.queue.AddRateLimited(item)
+	default:
+		logrus.Warnf("dropping memcached %s out of the queue: %v", key, err)
+		h.queue.Forget(item)
+	}
+	return true
+}
+
+// reconcileKey reconciles the Memcached with the namespace/name key.
+func (h *Handler) reconcileKey(key string) error {
+	namespace, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return err
 	}
 	m, err := h.client.GetMemcached(namespace, name)
 	if apierrors.IsNotFound(err) {
@@ -69,7 +120,7 @@ func (h *Handler) reconcileOwner(namespace string, labels map[string]string) err
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("failed to get memcached %s/%s: %v", namespace, name, err)
+		return fmt.Errorf("failed to get memcached %s: %v", key, err)
 	}
 	return h.reconcile(m)
 }

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 )
 
@@ -255,22 +256,19 @@ func TestSkipsMemcachedBeingDeleted(t *testing.T) {
 	checkActions(t, f.client.actions, nil)
 }
 
-func TestChildEventsReconcileTheirMemcached(t *testing.T) {
+func TestChildChangesReconcileTheirMemcached(t *testing.T) {
 	m := newMemcached("example", 2)
 	m.Status = inSyncStatus(m, "example-a", "example-b")
-	pod := newPod(m, "example-a", corev1.PodRunning, true)
+	podA := newPod(m, "example-a", corev1.PodRunning, true)
+	podB := newPod(m, "example-b", corev1.PodRunning, true)
 	tests := []struct {
 		name    string
 		objects []runtime.Object
-		event   sdk.Object
-		deleted bool
 		want    []string
 	}{
 		{
 			name:    "deleted deployment is recreated",
-			objects: []runtime.Object{m, pod, newPod(m, "example-b", corev1.PodRunning, true)},
-			event:   ownedDeployment(m, 2),
-			deleted: true,
+			objects: []runtime.Object{m, podA, podB},
 			want: []string{
 				"get memcached test/example",
 				"get deployment test/example",
@@ -281,8 +279,7 @@ func TestChildEventsReconcileTheirMemcached(t *testing.T) {
 		},
 		{
 			name:    "edited replicas are restored",
-			objects: []runtime.Object{m, ownedDeployment(m, 5), pod, newPod(m, "example-b", corev1.PodRunning, true)},
-			event:   ownedDeployment(m, 5),
+			objects: []runtime.Object{m, ownedDeployment(m, 5), podA, podB},
 			want: []string{
 				"get memcached test/example",
 				"get deployment test/example",
@@ -291,10 +288,8 @@ func TestChildEventsReconcileTheirMemcached(t *testing.T) {
 			},
 		},
 		{
-			name:    "pod change updates status",
-			objects: []runtime.Object{m, ownedDeployment(m, 2), pod},
-			event:   pod,
-			deleted: true,
+			name:    "deleted pod updates status",
+			objects: []runtime.Object{m, ownedDeployment(m, 2), podA},
 			want: []string{
 				"get memcached test/example",
 				"get deployment test/example",
@@ -303,27 +298,65 @@ func TestChildEventsReconcileTheirMemcached(t *testing.T) {
 			},
 		},
 		{
-			name:    "pod of a deleted memcached is ignored",
-			objects: []runtime.Object{pod},
-			event:   pod,
+			name:    "children of a deleted memcached are left to the garbage collector",
+			objects: []runtime.Object{ownedDeployment(m, 2), podA},
 			want:    []string{"get memcached test/example"},
-		},
-		{
-			name:    "pod without memcached_cr label is ignored",
-			objects: []runtime.Object{m},
-			event:   &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "stray", Namespace: "test", Labels: map[string]string{appLabel: appLabelValue}}},
-			want:    nil,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, tt.objects...)
+			f.handler.EnqueueMemcached("test", "example")
+			f.handler.EnqueueMemcached("test", "example")
 
-			if err := f.handle(tt.event, tt.deleted); err != nil {
-				t.Fatalf("Handle: %v", err)
+			if !f.handler.processNextItem() {
+				t.Fatal("queue shut down")
 			}
 
 			checkActions(t, f.client.actions, tt.want)
+			if n := f.handler.queue.Len(); n != 0 {
+				t.Errorf("queue holds %d items after a success, want 0: repeated requests must collapse", n)
+			}
+		})
+	}
+}
+
+func TestChildChangeIsRetriedOnError(t *testing.T) {
+	m := newMemcached("example", 2)
+	f := newFixture(t, m)
+	f.client.failOn["create deployment"] = errors.New("boom")
+	f.handler.EnqueueMemcached("test", "example")
+
+	f.handler.processNextItem()
+
+	if got := f.handler.queue.NumRequeues("test/example"); got != 1 {
+		t.Errorf("requeues: got %d, want 1", got)
+	}
+}
+
+func TestEnqueueOwner(t *testing.T) {
+	m := newMemcached("example", 1)
+	pod := newPod(m, "example-a", corev1.PodRunning, true)
+	tests := []struct {
+		name string
+		obj  interface{}
+		want []string
+	}{
+		{name: "pod", obj: pod, want: []string{"test/example"}},
+		{name: "deployment", obj: ownedDeployment(m, 1), want: []string{"test/example"}},
+		{name: "tombstone of a deleted pod", obj: cache.DeletedFinalStateUnknown{Key: "test/example-a", Obj: pod}, want: []string{"test/example"}},
+		{name: "without memcached_cr label", obj: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "stray", Namespace: "test", Labels: map[string]string{appLabel: appLabelValue}}}},
+		{name: "not an object", obj: "garbage"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+
+			enqueueOwner(tt.obj, func(namespace, name string) { got = append(got, namespace+"/"+name) })
+
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
 		})
 	}
 }

@@ -25,6 +25,8 @@ const (
 // the current state and writes only what differs, so running it again, after
 // an error or a restart, is always safe.
 func (h *Handler) reconcile(m *v1alpha1.Memcached) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	if m.DeletionTimestamp != nil {
 		// The garbage collector is removing m's children; recreating them would fight it.
 		return nil

@@ -21,7 +21,7 @@ const (
 // label selector matches and degraded is its Degraded condition. The result
 // depends only on its inputs, so comparing it with m.Status tells whether a
 // write is needed.
-func computeStatus(m *v1alpha1.Memcached, pods []corev1.Pod, degraded v1alpha1.MemcachedCondition, now metav1.Time) v1alpha1.MemcachedStatus {
+func computeStatus(m *v1alpha1.Memcached, pods []*corev1.Pod, degraded v1alpha1.MemcachedCondition, now metav1.Time) v1alpha1.MemcachedStatus {
 	live := livePods(pods)
 	status := v1alpha1.MemcachedStatus{
 		Nodes:              podNames(live),
@@ -36,8 +36,8 @@ func computeStatus(m *v1alpha1.Memcached, pods []corev1.Pod, degraded v1alpha1.M
 
 // livePods drops pods that are going away: those being deleted and those
 // that have terminated, which a Deployment replaces.
-func livePods(pods []corev1.Pod) []corev1.Pod {
-	var live []corev1.Pod
+func livePods(pods []*corev1.Pod) []*corev1.Pod {
+	var live []*corev1.Pod
 	for _, p := range pods {
 		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
@@ -49,7 +49,7 @@ func livePods(pods []corev1.Pod) []corev1.Pod {
 
 // podNames returns the sorted names of pods. It never returns nil, because
 // the CRD's schema types status.nodes as an array and null is not one.
-func podNames(pods []corev1.Pod) []string {
+func podNames(pods []*corev1.Pod) []string {
 	names := make([]string, 0, len(pods))
 	for _, p := range pods {
 		names = append(names, p.Name)
@@ -59,7 +59,7 @@ func podNames(pods []corev1.Pod) []string {
 }
 
 // countReady counts the pods whose Ready condition is True.
-func countReady(pods []corev1.Pod) int32 {
+func countReady(pods []*corev1.Pod) int32 {
 	var ready int32
 	for _, p := range pods {
 		for _, c := range p.Status.Conditions {

@@ -16,36 +16,36 @@ func TestComputeStatus(t *testing.T) {
 	deleting.DeletionTimestamp = &testNow
 	tests := []struct {
 		name      string
-		pods      []corev1.Pod
+		pods      []*corev1.Pod
 		wantNodes []string
 		wantReady int32
 	}{
 		{name: "no pods", pods: nil, wantNodes: []string{}},
 		{
 			name: "sorted",
-			pods: []corev1.Pod{
-				*newPod(m, "example-z", corev1.PodRunning, true),
-				*newPod(m, "example-a", corev1.PodRunning, true),
-				*newPod(m, "example-m", corev1.PodRunning, true),
+			pods: []*corev1.Pod{
+				newPod(m, "example-z", corev1.PodRunning, true),
+				newPod(m, "example-a", corev1.PodRunning, true),
+				newPod(m, "example-m", corev1.PodRunning, true),
 			},
 			wantNodes: []string{"example-a", "example-m", "example-z"},
 			wantReady: 3,
 		},
 		{
 			name: "pending and unready pods are listed but not ready",
-			pods: []corev1.Pod{
-				*newPod(m, "example-b", corev1.PodPending, false),
-				*newPod(m, "example-a", corev1.PodRunning, false),
+			pods: []*corev1.Pod{
+				newPod(m, "example-b", corev1.PodPending, false),
+				newPod(m, "example-a", corev1.PodRunning, false),
 			},
 			wantNodes: []string{"example-a", "example-b"},
 		},
 		{
 			name: "deleting and terminated pods are left out",
-			pods: []corev1.Pod{
-				*deleting,
-				*newPod(m, "example-failed", corev1.PodFailed, false),
-				*newPod(m, "example-done", corev1.PodSucceeded, false),
-				*newPod(m, "example-a", corev1.PodRunning, true),
+			pods: []*corev1.Pod{
+				deleting,
+				newPod(m, "example-failed", corev1.PodFailed, false),
+				newPod(m, "example-done", corev1.PodSucceeded, false),
+				newPod(m, "example-a", corev1.PodRunning, true),
 			},
 			wantNodes: []string{"example-a"},
 			wantReady: 1,

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Regenerates Gopkg.toml and Gopkg.lock, for dep users, from go.mod's build list with
+# test/cmd/gopkg-gen. go.mod is the source of truth; never edit the Gopkg files by hand.
+#
+# Usage: tmp/codegen/update-gopkg.sh [--verify]
+# --verify writes nothing and fails, with a diff, when the committed files are stale
+# (the same check as `cd test && go test ./dep/`).
+set -o errexit -o nounset -o pipefail
+
+repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+
+if ! command -v go >/dev/null 2>&1; then
+	echo "update-gopkg.sh: the go command is required" >&2
+	exit 1
+fi
+
+cd "${repo_root}/test"
+GOWORK=off go run ./cmd/gopkg-gen --root "${repo_root}" "$@"

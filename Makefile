@@ -35,12 +35,15 @@ build: ## Build the static operator binary into tmp/_output/bin.
 	tmp/build/build.sh
 
 .PHONY: generate
-generate: ## Regenerate zz_generated.deepcopy.go with deepcopy-gen.
+generate: ## Regenerate zz_generated.deepcopy.go, Gopkg.toml and Gopkg.lock.
 	tmp/codegen/update-generated.sh
+	tmp/codegen/update-gopkg.sh
 
 .PHONY: verify
 verify: ## Fail when gofmt, go vet, generated code, Gopkg or the OLM catalog are stale.
 	tmp/codegen/verify-generated.sh
+	tmp/codegen/update-gopkg.sh --verify
+	test/scripts/olm-catalog.sh --verify
 	@test -z "$$(gofmt -l cmd pkg test)" || { gofmt -l cmd pkg test; echo "gofmt: files above need formatting"; exit 1; }
 	go vet ./...
 	cd test && go vet ./...

@@ -5,6 +5,7 @@ package stub
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -64,7 +65,14 @@ func (h *Handler) Handle(ctx context.Context, event sdk.Event) error {
 			// Memcached, so the garbage collector removes it and its pods.
 			return nil
 		}
-		return h.reconcile(o)
+		err := h.reconcile(o)
+		if errors.Is(err, errStale) {
+			// A newer version exists; retry through the queue, which
+			// backs off quietly instead of logging an error.
+			h.EnqueueMemcached(o.Namespace, o.Name)
+			return nil
+		}
+		return err
 	}
 	return nil
 }
@@ -98,12 +106,15 @@ func (h *Handler) processNextItem() bool {
 	switch {
 	case err == nil:
 		h.queue.Forget(item)
-	case h.queue.NumRequeues(item) < maxChildRetries:
-		logrus.Errorf("error syncing memcached %s after a change of its children: %v", key, err)
-		h.queue.AddRateLimited(item)
-	default:
+	case h.queue.NumRequeues(item) >= maxChildRetries:
 		logrus.Warnf("dropping memcached %s out of the queue: %v", key, err)
 		h.queue.Forget(item)
+	case errors.Is(err, errStale):
+		logrus.Debugf("retrying memcached %s: %v", key, err)
+		h.queue.AddRateLimited(item)
+	default:
+		logrus.Errorf("error syncing memcached %s: %v", key, err)
+		h.queue.AddRateLimited(item)
 	}
 	return true
 }

@@ -13,9 +13,11 @@ import (
 	"github.com/operator-framework/operator-sdk/pkg/sdk"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 )
@@ -331,6 +333,26 @@ func TestChildChangeIsRetriedOnError(t *testing.T) {
 
 	if got := f.handler.queue.NumRequeues("test/example"); got != 1 {
 		t.Errorf("requeues: got %d, want 1", got)
+	}
+}
+
+func TestStaleStatusWriteIsRetriedThroughTheQueue(t *testing.T) {
+	m := newMemcached("example", 1)
+	f := newFixture(t, m, ownedDeployment(m, 1))
+	f.client.failOn["update memcached/status"] = apierrors.NewConflict(
+		schema.GroupResource{Group: v1alpha1.GroupName, Resource: v1alpha1.Resource}, "example", errors.New("modified"))
+
+	if err := f.handle(m, false); err != nil {
+		t.Fatalf("Handle: got %v, want nil: a conflict is retried, not reported", err)
+	}
+	if n := f.handler.queue.Len(); n != 1 {
+		t.Fatalf("queue: got %d items, want the memcached requeued", n)
+	}
+
+	f.handler.processNextItem()
+
+	if got := f.handler.queue.NumRequeues("test/example"); got != 1 {
+		t.Errorf("requeues after a second conflict: got %d, want 1", got)
 	}
 }
 

@@ -21,6 +21,11 @@ const (
 	ReasonDeploymentScaled = "DeploymentScaled"
 )
 
+// errStale reports that a write was refused because the object changed
+// after the reconcile read it, typically because a cache had not yet seen the
+// operator's own previous write. Such a reconcile is simply run again.
+var errStale = errors.New("the memcached changed since it was read")
+
 // reconcile drives m's Deployment and status toward m.Spec. Every step reads
 // the current state and writes only what differs, so running it again, after
 // an error or a restart, is always safe.
@@ -123,7 +128,11 @@ func (h *Handler) writeStatus(m *v1alpha1.Memcached, status v1alpha1.MemcachedSt
 	}
 	updated := m.DeepCopy()
 	updated.Status = status
-	if err := h.client.UpdateMemcachedStatus(updated); err != nil {
+	err := h.client.UpdateMemcachedStatus(updated)
+	if apierrors.IsConflict(err) {
+		return fmt.Errorf("failed to update status of memcached %s/%s: %w", m.Namespace, m.Name, errStale)
+	}
+	if err != nil {
 		return fmt.Errorf("failed to update status of memcached %s/%s: %v", m.Namespace, m.Name, err)
 	}
 	return nil

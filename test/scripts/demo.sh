@@ -65,7 +65,7 @@ start_operator() {
   "${ROOT}/test/scripts/cluster.sh" sa-kubeconfig "${KUBECONFIG_FILE}" "${NAMESPACE}" memcached-operator "${OPERATOR_KUBECONFIG}" 24h
   log "starting the operator (log: ${OPERATOR_LOG})"
   KUBERNETES_CONFIG="${OPERATOR_KUBECONFIG}" WATCH_NAMESPACE="${NAMESPACE}" \
-    setsid "${OPERATOR_BIN}" >>"${OPERATOR_LOG}" 2>&1 </dev/null &
+    setsid "${OPERATOR_BIN}" >>"${OPERATOR_LOG}" 2>&1 </dev/null 9>&- &
   echo "$!" >"${OPERATOR_PID}"
   if ! wait_for 5 "the operator to start" operator_started; then
     tail -n 20 "${OPERATOR_LOG}" >&2

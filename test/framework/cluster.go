@@ -45,7 +45,7 @@ func (c *Cluster) Delete(ctx context.Context) error {
 
 // Kubectl returns a kubectl that acts as the cluster admin.
 func (c *Cluster) Kubectl() Kubectl {
-	return Kubectl{Binary: c.paths.Tool("kubectl"), Kubeconfig: c.Kubeconfig}
+	return Kubectl{Binary: c.paths.Tool("kubectl"), Kubeconfig: c.Kubeconfig, CacheDir: c.paths.KubeCacheDir()}
 }
 
 // ComponentLog returns the log of a control-plane component, such as

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"time"
@@ -23,6 +24,9 @@ type Kubectl struct {
 	Kubeconfig string
 	// Namespace, when set, is passed as --namespace.
 	Namespace string
+	// CacheDir, when set, is kubectl's discovery cache (KUBECACHEDIR) instead of
+	// ~/.kube/cache.
+	CacheDir string
 }
 
 // WithNamespace returns a copy of k that runs in namespace ns.
@@ -49,6 +53,9 @@ func (k Kubectl) RunWithInput(ctx context.Context, stdin string, args ...string)
 		full = append([]string{"--namespace", k.Namespace}, full...)
 	}
 	cmd := exec.CommandContext(ctx, k.Binary, full...)
+	if k.CacheDir != "" {
+		cmd.Env = append(os.Environ(), "KUBECACHEDIR="+k.CacheDir)
+	}
 	if stdin != "" {
 		cmd.Stdin = strings.NewReader(stdin)
 	}

@@ -60,6 +60,9 @@ func (p Paths) OperatorBinary() string {
 	return filepath.Join(p.Output(), "bin", "memcached-operator")
 }
 
+// KubeCacheDir is kubectl's discovery cache, kept out of ~/.kube like the scripts do.
+func (p Paths) KubeCacheDir() string { return filepath.Join(p.Output(), "kube-cache") }
+
 // Script returns the path of a script in test/scripts.
 func (p Paths) Script(name string) string { return filepath.Join(p.Root, "test", "scripts", name) }
 

@@ -50,7 +50,7 @@ create() {
   mkdir -p "$(dirname "${kubeconfig}")"
   # --kubeconfig is where kwokctl adds the cluster's context; we give it the cluster's
   # own file so the user's ~/.kube/config is never read or changed.
-  "${KWOKCTL}" create cluster \
+  "${KWOKCTL}" -v WARN create cluster \
     --name "${name}" \
     --runtime binary \
     --kubeconfig "${kubeconfig}" \
@@ -76,10 +76,10 @@ cmd_up() {
       log "reusing running cluster ${name}"
     else
       log "cluster ${name} exists but is not serving; restarting it"
-      if ! "${KWOKCTL}" start cluster --name "${name}" --wait 1m >&2 ||
+      if ! "${KWOKCTL}" -v WARN start cluster --name "${name}" --wait 1m >&2 ||
         ! { write_kubeconfig "${name}" "${kubeconfig}" && wait_for 60 "cluster ${name}" healthy "${kubeconfig}"; }; then
         log "restart failed; recreating cluster ${name}"
-        "${KWOKCTL}" delete cluster --name "${name}" --kubeconfig "${kubeconfig}" >&2 || true
+        "${KWOKCTL}" -v WARN delete cluster --name "${name}" --kubeconfig "${kubeconfig}" >&2 || true
         create "${name}" "${kubeconfig}" >&2
       fi
     fi
@@ -90,7 +90,7 @@ cmd_up() {
   wait_for 60 "cluster ${name} to answer /readyz" healthy "${kubeconfig}"
 
   log "ensuring ${nodes} fake nodes"
-  "${KWOKCTL}" scale node --name "${name}" --replicas "${nodes}" >&2
+  "${KWOKCTL}" -v WARN scale node --name "${name}" --replicas "${nodes}" >&2
   wait_for 60 "${nodes} Ready nodes" nodes_ready "${kubeconfig}" "${nodes}"
   log "cluster ${name} is ready (KUBECONFIG=${kubeconfig})"
 }
@@ -110,7 +110,7 @@ cmd_down() {
   require_tools kwokctl
   if exists "${name}"; then
     log "deleting cluster ${name}"
-    "${KWOKCTL}" delete cluster --name "${name}" --kubeconfig "${kubeconfig}" >&2
+    "${KWOKCTL}" -v WARN delete cluster --name "${name}" --kubeconfig "${kubeconfig}" >&2
   fi
   rm -f "${kubeconfig}"
 }

@@ -27,6 +27,10 @@ KUBECONFIG_FILE="${DEMO_DIR}/kubeconfig"
 OPERATOR_KUBECONFIG="${DEMO_DIR}/operator.kubeconfig"
 OPERATOR_PID="${DEMO_DIR}/operator.pid"
 OPERATOR_LOG="${DEMO_DIR}/operator.log"
+# LOCK serializes demo.sh runs. It lives outside DEMO_DIR, which `down` removes, and
+# its descriptor (9) is closed for every long-lived child (cluster, operator), so
+# only demo.sh itself ever holds it.
+LOCK="${OUTPUT}/.demo.lock"
 NAMESPACE="${DEMO_NAMESPACE:-default}"
 NODES="${DEMO_NODES:-3}"
 TIMEOUT="${DEMO_TIMEOUT:-120}"
@@ -115,11 +119,11 @@ converged() {
 cmd_up() {
   require_cmds go setsid
   mkdir -p "${DEMO_DIR}"
-  exec 9>"${DEMO_DIR}/.lock"
+  exec 9>"${LOCK}"
   flock -n 9 || fatal "another demo.sh is running"
 
   build
-  "${ROOT}/test/scripts/cluster.sh" up "${CLUSTER_NAME}" "${KUBECONFIG_FILE}" "${NODES}"
+  "${ROOT}/test/scripts/cluster.sh" up "${CLUSTER_NAME}" "${KUBECONFIG_FILE}" "${NODES}" 9>&-
 
   log "applying deploy/crd.yaml, deploy/sa.yaml and deploy/rbac.yaml to namespace ${NAMESPACE}"
   kubectl apply -f "${ROOT}/deploy/crd.yaml" >&2
@@ -164,12 +168,12 @@ EOF
 }
 
 cmd_down() {
-  mkdir -p "${DEMO_DIR}"
-  exec 9>"${DEMO_DIR}/.lock"
-  flock 9
+  mkdir -p "${OUTPUT}"
+  exec 9>"${LOCK}"
+  flock -w 300 9 || fatal "another demo.sh has held ${LOCK} for 5 minutes"
   stop_operator
   if [[ -x "${TOOLS_BIN}/kwokctl" ]]; then
-    "${ROOT}/test/scripts/cluster.sh" down "${CLUSTER_NAME}" "${KUBECONFIG_FILE}"
+    "${ROOT}/test/scripts/cluster.sh" down "${CLUSTER_NAME}" "${KUBECONFIG_FILE}" 9>&-
   fi
   rm -rf "${DEMO_DIR}"
   log "demo stopped and removed"

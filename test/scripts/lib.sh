@@ -14,6 +14,8 @@ OPERATOR_BIN="${OUTPUT}/bin/memcached-operator"
 
 # KWOK_WORKDIR keeps kwokctl's cluster state under tmp/_output instead of ~/.kwok.
 export KWOK_WORKDIR="${KWOK_WORKDIR:-${OUTPUT}/kwok}"
+# KUBECACHEDIR keeps kubectl's discovery cache out of ~/.kube as well.
+export KUBECACHEDIR="${KUBECACHEDIR:-${OUTPUT}/kube-cache}"
 # KWOK_KUBECTL_BINARY makes kwokctl use our kubectl instead of downloading one.
 export KWOK_KUBECTL_BINARY="${TOOLS_BIN}/kubectl"
 

@@ -63,7 +63,7 @@ tools: ## Build kube-apiserver, etcd, kwok, kubectl and OLM from Go modules into
 	test/scripts/build-tools.sh
 
 .PHONY: demo
-demo: ## Start a local Kubernetes 1.37 cluster, deploy the operator and create the guide's resources.
+demo: ## Start a local Kubernetes 1.37 cluster, run the operator on it and create the guide's resources.
 	test/scripts/demo.sh up
 
 .PHONY: demo-down

@@ -24,11 +24,18 @@ func Permanent(err error) error { return permanentError{err} }
 // passes. A check reports "not yet" by returning an error that says what it saw, so
 // a timeout reports the last observation, not just that time ran out.
 func Eventually(ctx context.Context, timeout time.Duration, what string, check func(context.Context) error) error {
+	return EventuallyEvery(ctx, timeout, PollInterval, what, check)
+}
+
+// EventuallyEvery is Eventually with its own poll interval, for a test that must
+// catch a short-lived state.
+func EventuallyEvery(ctx context.Context, timeout, interval time.Duration, what string, check func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	ticker := time.NewTicker(PollInterval)
+	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	start := time.Now()
+	var last error
 	for {
 		err := check(ctx)
 		if err == nil {
@@ -38,9 +45,13 @@ func Eventually(ctx context.Context, timeout time.Duration, what string, check f
 		if errors.As(err, &perm) {
 			return fmt.Errorf("%s: %w", what, perm.err)
 		}
+		// A check cut short by the deadline says nothing new; keep the one before.
+		if last == nil || ctx.Err() == nil {
+			last = err
+		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("timed out after %s waiting for %s; last observation: %v", time.Since(start).Round(time.Second), what, err)
+			return fmt.Errorf("timed out after %s waiting for %s; last observation: %v", time.Since(start).Round(time.Second), what, last)
 		case <-ticker.C:
 		}
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -56,10 +58,22 @@ func run(m *testing.M) int {
 	}
 	fmt.Fprintf(os.Stderr, "e2e: cluster %s ready in %s\n", clusterName, time.Since(start).Round(100*time.Millisecond))
 	if os.Getenv("E2E_KEEP_CLUSTER") == "" {
-		defer func() {
+		deleteCluster := func() {
 			if err := cluster.Delete(ctx); err != nil {
 				fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 			}
+		}
+		defer deleteCluster()
+		// The cluster's processes are not our children: on Ctrl-C or a kill, delete
+		// it before exiting. (A `go test -timeout` panic skips this; the next run
+		// then reuses or restarts the cluster.)
+		signals := make(chan os.Signal, 1)
+		signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+		go func() {
+			sig := <-signals
+			fmt.Fprintf(os.Stderr, "e2e: %v: deleting cluster %s\n", sig, clusterName)
+			deleteCluster()
+			os.Exit(1)
 		}()
 	} else {
 		defer fmt.Fprintf(os.Stderr, "e2e: E2E_KEEP_CLUSTER is set; cluster %s keeps running (KUBECONFIG=%s)\n", clusterName, cluster.Kubeconfig)

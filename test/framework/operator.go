@@ -68,9 +68,9 @@ func (o *Operator) Start() error {
 	)
 	cmd.Env = append(cmd.Env, o.cfg.Env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	// Its own process group: a Ctrl-C in the terminal reaches the test, which then
-	// stops the operator itself.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// The operator must not outlive the test binary, even one killed by a timeout
+	// or a signal, or it would keep retrying against a deleted cluster.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start operator: %v", err)
 	}

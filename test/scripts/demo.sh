@@ -52,9 +52,16 @@ build() {
   fi
 }
 
+# operator_alive succeeds when the pid file names a running memcached-operator (and
+# not an unrelated process that reused the pid after a reboot).
+operator_alive() {
+  pid_alive "${OPERATOR_PID}" &&
+    tr '\0' ' ' <"/proc/$(<"${OPERATOR_PID}")/cmdline" 2>/dev/null | grep -q memcached-operator
+}
+
 # stop_operator stops the operator that a previous `demo.sh up` started, if any.
 stop_operator() {
-  if pid_alive "${OPERATOR_PID}"; then
+  if operator_alive; then
     local pid
     pid="$(<"${OPERATOR_PID}")"
     log "stopping the operator (pid ${pid})"
@@ -81,7 +88,7 @@ start_operator() {
 # for a few seconds (so the loop in wait_for catches early crashes).
 OPERATOR_CHECKS=0
 operator_started() {
-  pid_alive "${OPERATOR_PID}" || return 2
+  operator_alive || return 2
   OPERATOR_CHECKS=$((OPERATOR_CHECKS + 1))
   ((OPERATOR_CHECKS >= 3))
 }
@@ -120,7 +127,10 @@ cmd_up() {
   require_cmds go setsid
   mkdir -p "${DEMO_DIR}"
   exec 9>"${LOCK}"
-  flock -n 9 || fatal "another demo.sh is running"
+  if ! flock -n 9; then
+    log "another demo.sh is running; waiting for it to finish, then reusing its cluster"
+    flock -w 600 9 || fatal "another demo.sh has held ${LOCK} for 10 minutes"
+  fi
 
   build
   "${ROOT}/test/scripts/cluster.sh" up "${CLUSTER_NAME}" "${KUBECONFIG_FILE}" "${NODES}" 9>&-

@@ -29,7 +29,10 @@ type namespace struct {
 	// kubectl acts as the cluster admin, in this namespace.
 	kubectl  framework.Kubectl
 	operator *framework.Operator
-	dir      string
+	// operatorKubeconfig authenticates as the namespace's memcached-operator
+	// ServiceAccount; startOperator writes it.
+	operatorKubeconfig string
+	dir                string
 }
 
 // newNamespace creates a namespace named after the test plus prefix and a random
@@ -78,6 +81,7 @@ func (ns *namespace) startOperator(args ...string) *framework.Operator {
 	if err := cluster.ServiceAccountKubeconfig(context.Background(), ns.name, operatorSA, kubeconfig, time.Hour); err != nil {
 		t.Fatal(err)
 	}
+	ns.operatorKubeconfig = kubeconfig
 	op, err := framework.StartOperator(framework.OperatorConfig{
 		Binary:         paths.OperatorBinary(),
 		Kubeconfig:     kubeconfig,

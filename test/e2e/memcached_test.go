@@ -19,6 +19,38 @@ func TestCreate(t *testing.T) {
 	o := ns.waitConverged("cache", 3)
 	t.Logf("status.nodes = %v", o.memcached.Status.Nodes)
 
+	t.Run("the operator runs as its ServiceAccount with deploy/rbac.yaml", func(t *testing.T) {
+		ctx := context.Background()
+		asOperator := framework.Kubectl{Binary: paths.Tool("kubectl"), Kubeconfig: ns.operatorKubeconfig, CacheDir: paths.KubeCacheDir()}
+		user, err := asOperator.Run(ctx, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "system:serviceaccount:" + ns.name + ":" + operatorSA; user != want {
+			t.Errorf("operator user = %q, want %q", user, want)
+		}
+		// A sample of what the operator needs and what it must not have; the full
+		// rule set is deploy/rbac.yaml's to define.
+		for _, c := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"create", "deployments.apps", "-n", ns.name}, "yes"},
+			{[]string{"watch", "memcacheds.cache.example.com", "-n", ns.name}, "yes"},
+			{[]string{"update", "memcacheds.cache.example.com", "--subresource=status", "-n", ns.name}, "yes"},
+			{[]string{"update", "memcacheds.cache.example.com", "-n", ns.name}, "no"},
+			{[]string{"delete", "deployments.apps", "-n", ns.name}, "no"},
+			{[]string{"get", "secrets", "-n", ns.name}, "no"},
+			{[]string{"list", "memcacheds.cache.example.com", "-n", "default"}, "no"},
+			{[]string{"list", "namespaces"}, "no"},
+		} {
+			// `kubectl auth can-i` exits 1 when the answer is no.
+			out, _ := asOperator.Run(ctx, append([]string{"auth", "can-i"}, c.args...)...)
+			if got := strings.TrimSpace(out); got != c.want {
+				t.Errorf("operator: kubectl auth can-i %s = %q, want %q", strings.Join(c.args, " "), got, c.want)
+			}
+		}
+	})
 	t.Run("kubectl shows the printer columns and the short name", func(t *testing.T) {
 		out := ns.run("get", "mc", "cache")
 		for _, want := range []string{"DESIRED", "READY", "AGE", "cache"} {
@@ -216,6 +248,21 @@ spec:
 		})
 	})
 	t.Run("the foreign Deployment is untouched", func(t *testing.T) {
+		// The operator keeps retrying the Memcached with backoff; watch the
+		// Deployment through several retries, then check it field by field.
+		err := framework.Consistently(context.Background(), 5*time.Second, "the foreign deployment's generation", func(ctx context.Context) error {
+			var d deployment
+			if err := ns.kubectl.GetJSON(ctx, &d, "deployment", "cache"); err != nil {
+				return err
+			}
+			if d.Metadata.Generation != foreign.Metadata.Generation || len(d.Metadata.OwnerReferences) != 0 {
+				return fmt.Errorf("generation %d (was %d), ownerReferences %+v", d.Metadata.Generation, foreign.Metadata.Generation, d.Metadata.OwnerReferences)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
 		var now deployment
 		if err := ns.kubectl.GetJSON(context.Background(), &now, "deployment", "cache"); err != nil {
 			t.Fatal(err)

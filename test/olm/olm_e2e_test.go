@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -63,19 +64,19 @@ func TestOLMInstallsAndUpgradesOperator(t *testing.T) {
 		t.Fatal(err)
 	}
 	workDir := filepath.Join(paths.Output(), "e2e", "olm")
-	if err := os.RemoveAll(workDir); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(workDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	lockWorkDir(t, workDir)
 	crdsDir := buildOLM(ctx, t, paths, workDir)
 	if err := framework.RequireFiles("make build", paths.OperatorBinary()); err != nil {
 		t.Fatal(err)
 	}
 
+	// Always start from an empty cluster: a kept or half-deleted one holds old CSVs.
+	kubeconfig := filepath.Join(workDir, "kubeconfig")
+	if out, err := exec.CommandContext(ctx, paths.Script("cluster.sh"), "down", olmClusterName, kubeconfig).CombinedOutput(); err != nil {
+		t.Fatalf("deleting a leftover cluster %s: %v\n%s", olmClusterName, err, out)
+	}
 	t.Logf("starting cluster %s", olmClusterName)
-	cluster, err := framework.StartCluster(ctx, paths, olmClusterName, filepath.Join(workDir, "kubeconfig"), 2)
+	cluster, err := framework.StartCluster(ctx, paths, olmClusterName, kubeconfig, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,6 +247,33 @@ func TestOLMInstallsAndUpgradesOperator(t *testing.T) {
 	}
 	for _, r := range guideResources {
 		t.Logf("%s: same pods %v, 0 restarts", r.name, podNames(before[r.name]))
+	}
+}
+
+// lockWorkDir takes an exclusive lock for this test's cluster name and work directory, so
+// that two runs at once (make e2e in two terminals) queue instead of deleting each other's
+// cluster, and then empties the work directory. The lock is released when the test ends.
+func lockWorkDir(t *testing.T, workDir string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(workDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(workDir+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Logf("another OLM e2e run holds %s; waiting for it", f.Name())
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { f.Close() }) // closing releases the lock
+	if err := os.RemoveAll(workDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(workDir, 0o755); err != nil {
+		t.Fatal(err)
 	}
 }
 

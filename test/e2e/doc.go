@@ -6,5 +6,5 @@
 //
 // Run it with `make e2e`, which builds the operator and the tools first. Set
 // E2E_KEEP_CLUSTER=1 to leave the cluster running afterwards (KUBECONFIG is
-// tmp/_output/e2e/kubeconfig).
+// tmp/_output/e2e/kubeconfig); the next run deletes it and starts afresh.
 package e2e

@@ -66,7 +66,7 @@ func run(m *testing.M) int {
 		defer deleteCluster()
 		// The cluster's processes are not our children: on Ctrl-C or a kill, delete
 		// it before exiting. (A `go test -timeout` panic skips this; the next run
-		// then reuses or restarts the cluster.)
+		// then recreates the cluster.)
 		signals := make(chan os.Signal, 1)
 		signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
 		go func() {

@@ -23,15 +23,16 @@ type Cluster struct {
 	paths Paths
 }
 
-// StartCluster starts cluster name with nodes fake nodes and writes its admin
-// kubeconfig to kubeconfig. It reuses a healthy cluster of that name and restarts
-// a broken one (see cluster.sh up).
+// StartCluster creates cluster name with nodes fake nodes and writes its admin
+// kubeconfig to kubeconfig. A cluster of that name left by an earlier run (kept with
+// a keep flag, or orphaned by a killed test binary) is deleted first, so a suite
+// never inherits objects (see cluster.sh recreate).
 func StartCluster(ctx context.Context, paths Paths, name, kubeconfig string, nodes int) (*Cluster, error) {
 	if err := paths.RequireTools(ClusterTools...); err != nil {
 		return nil, err
 	}
 	c := &Cluster{Name: name, Kubeconfig: kubeconfig, paths: paths}
-	if _, err := c.script(ctx, "up", name, kubeconfig, strconv.Itoa(nodes)); err != nil {
+	if _, err := c.script(ctx, "recreate", name, kubeconfig, strconv.Itoa(nodes)); err != nil {
 		return nil, err
 	}
 	return c, nil

@@ -9,6 +9,9 @@
 #   cluster.sh up NAME KUBECONFIG [NODES]   create NAME, or reuse it when it is healthy,
 #                                           or restart it cleanly; write an admin
 #                                           kubeconfig; ensure NODES fake nodes (3).
+#   cluster.sh recreate NAME KUBECONFIG [NODES]
+#                                           delete NAME if it exists, then create it
+#                                           fresh (test suites: no leftover objects).
 #   cluster.sh down NAME KUBECONFIG         delete NAME and its kubeconfig.
 #   cluster.sh status NAME KUBECONFIG       succeed when NAME answers /readyz.
 #   cluster.sh logs NAME COMPONENT          print a component's log (kube-apiserver,
@@ -115,6 +118,13 @@ cmd_down() {
   rm -f "${kubeconfig}"
 }
 
+cmd_recreate() {
+  (($# >= 2)) || fatal "usage: cluster.sh recreate NAME KUBECONFIG [NODES]"
+  require_tools "${CLUSTER_TOOLS[@]}"
+  cmd_down "$1" "$2"
+  cmd_up "$@"
+}
+
 cmd_status() {
   (($# == 2)) || fatal "usage: cluster.sh status NAME KUBECONFIG"
   require_tools kwokctl kubectl
@@ -171,16 +181,17 @@ EOF
 }
 
 main() {
-  (($# >= 1)) || fatal "usage: cluster.sh up|down|status|logs|sa-kubeconfig ... (see the header)"
+  (($# >= 1)) || fatal "usage: cluster.sh up|recreate|down|status|logs|sa-kubeconfig ... (see the header)"
   local cmd="$1"
   shift
   case "${cmd}" in
     up) cmd_up "$@" ;;
+    recreate) cmd_recreate "$@" ;;
     down) cmd_down "$@" ;;
     status) cmd_status "$@" ;;
     logs) cmd_logs "$@" ;;
     sa-kubeconfig) cmd_sa_kubeconfig "$@" ;;
-    -h | --help) sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' ;;
+    -h | --help) sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' ;;
     *) fatal "unknown command ${cmd}" ;;
   esac
 }

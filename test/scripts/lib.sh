@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # lib.sh holds the paths and small helpers that the test/scripts share. Source it; it
 # defines functions and variables only and runs nothing.
+# shellcheck disable=SC2034 # the variables are for the scripts that source this file
 
 # ROOT is the repository root, whatever directory the caller runs from.
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"

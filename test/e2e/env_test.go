@@ -61,6 +61,8 @@ func newNamespace(t *testing.T, prefix string) *namespace {
 	})
 	framework.DumpOnFailure(t, func() string {
 		return framework.Describe(context.Background(), cluster.Kubectl(), name, "memcached,deployments,replicasets,pods")
+	}, func() string {
+		return controllerManagerLog(name)
 	})
 	if _, err := ns.kubectl.Run(ctx, "apply", "-f", paths.Deploy("sa.yaml"), "-f", paths.Deploy("rbac.yaml")); err != nil {
 		t.Fatal(err)
@@ -196,4 +198,25 @@ func slug(testName string) string {
 		s = s[:40]
 	}
 	return strings.Trim(s, "-")
+}
+
+// controllerManagerLog returns the last kube-controller-manager log lines that
+// mention namespace ns: the garbage collector's and the Deployment controller's
+// view, for failures the operator's log cannot explain.
+func controllerManagerLog(ns string) string {
+	const max = 40
+	out, err := cluster.ComponentLog(context.Background(), "kube-controller-manager")
+	if err != nil {
+		return fmt.Sprintf("(kube-controller-manager log: %v)", err)
+	}
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, ns) {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > max {
+		lines = lines[len(lines)-max:]
+	}
+	return fmt.Sprintf("===== kube-controller-manager log, last %d lines about %s\n%s", len(lines), ns, strings.Join(lines, "\n"))
 }

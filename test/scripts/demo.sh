@@ -41,7 +41,8 @@ kubectl() {
 }
 
 build() {
-  "${ROOT}/test/scripts/build-tools.sh"
+  # Only what the cluster needs (not deepcopy-gen, nor tools later modules add).
+  "${ROOT}/test/scripts/build-tools.sh" kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwokctl
   # The operator is rebuilt every time (a no-op when nothing changed), so the demo
   # never runs a stale binary.
   if [[ -x "${ROOT}/tmp/build/build.sh" ]]; then

@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -65,6 +67,7 @@ func TestOLMInstallsAndUpgradesOperator(t *testing.T) {
 	}
 	workDir := filepath.Join(paths.Output(), "e2e", "olm")
 	lockWorkDir(t, workDir)
+	requireFreshCatalog(t, workDir)
 	crdsDir := buildOLM(ctx, t, paths, workDir)
 	if err := framework.RequireFiles("make build", paths.OperatorBinary()); err != nil {
 		t.Fatal(err)
@@ -115,7 +118,13 @@ func TestOLMInstallsAndUpgradesOperator(t *testing.T) {
 		func() string {
 			return framework.Describe(ctx, admin, operatorNamespace, "operatorgroups,clusterserviceversions,memcached,deployments,pods")
 		},
-		func() string { return "===== olm log (" + olm.LogFile() + ")\n" + tail(olm.Log(), 150) },
+		func() string {
+			return "===== kubectl auth can-i --list as the operator's ServiceAccount\n" + output(admin.Run(ctx, "auth", "can-i", "--list",
+				"--namespace", operatorNamespace, "--as", "system:serviceaccount:"+operatorNamespace+":"+operatorName))
+		},
+		func() string {
+			return "===== olm log, repeats collapsed (" + olm.LogFile() + ")\n" + tail(collapse(olm.Log()), 100)
+		},
 		func() string {
 			if operator == nil {
 				return "===== memcached-operator: not started"
@@ -247,6 +256,28 @@ func TestOLMInstallsAndUpgradesOperator(t *testing.T) {
 	}
 	for _, r := range guideResources {
 		t.Logf("%s: same pods %v, 0 restarts", r.name, podNames(before[r.name]))
+	}
+}
+
+// requireFreshCatalog fails at once when the committed catalog is not what deploy/ renders.
+// Otherwise a CSV whose permissions the Role no longer grants would sit Pending with
+// RequirementsNotMet until the test times out, as it would for a user.
+func requireFreshCatalog(t *testing.T, workDir string) {
+	t.Helper()
+	d, err := catalog.LoadDeploy(deployDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rendered := filepath.Join(workDir, "rendered-catalog")
+	if err := catalog.Regenerate(d, catalogDir, rendered); err != nil {
+		t.Fatal(err)
+	}
+	diffs, err := catalog.Diff(catalogDir, rendered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(diffs) > 0 {
+		t.Fatalf("deploy/olm-catalog is stale (see TestCatalogIsUpToDate):\n  %s", strings.Join(diffs, "\n  "))
 	}
 }
 
@@ -555,6 +586,41 @@ func mustApply(ctx context.Context, t *testing.T, k framework.Kubectl, manifest 
 	if err := k.Apply(ctx, manifest); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// collapse drops the time and request-id fields of OLM's log lines and elides a line that
+// repeats one of the 8 before it, so that a CSV requeued hundreds of times shows once.
+func collapse(log string) string {
+	noise := regexp.MustCompile(`time="[^"]*" |id=\S+ |^E\d{4} [\d:.]+ +\d+ `)
+	var b strings.Builder
+	var recent []string
+	elided := 0
+	for _, line := range strings.Split(strings.TrimRight(log, "\n"), "\n") {
+		line = noise.ReplaceAllString(line, "")
+		if slices.Contains(recent, line) {
+			elided++
+			continue
+		}
+		if elided > 0 {
+			fmt.Fprintf(&b, "   ... %d repeated lines elided\n", elided)
+			elided = 0
+		}
+		b.WriteString(line + "\n")
+		if recent = append(recent, line); len(recent) > 8 {
+			recent = recent[1:]
+		}
+	}
+	if elided > 0 {
+		fmt.Fprintf(&b, "   ... %d repeated lines elided\n", elided)
+	}
+	return b.String()
+}
+
+func output(out string, err error) string {
+	if err != nil {
+		return out + "(error: " + err.Error() + ")\n"
+	}
+	return out
 }
 
 // tail returns the last n lines of s.

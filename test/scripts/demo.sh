@@ -139,6 +139,9 @@ cmd_up() {
   log "applying deploy/crd.yaml, deploy/sa.yaml and deploy/rbac.yaml to namespace ${NAMESPACE}"
   kubectl apply -f "${ROOT}/deploy/crd.yaml" >&2
   kubectl wait --for=condition=Established --timeout=60s crd/memcacheds.cache.example.com >&2
+  if ! kubectl get namespace "${NAMESPACE}" >/dev/null 2>&1; then
+    kubectl create namespace "${NAMESPACE}" >&2
+  fi
   kubectl apply -f "${ROOT}/deploy/sa.yaml" -f "${ROOT}/deploy/rbac.yaml" >&2
 
   stop_operator

@@ -120,7 +120,7 @@ build_module() {
   tmp="$(mktemp -d "${TOOLS_DIR}/build.XXXXXX")"
   BUILD_TMP="${tmp}"
   (cd "$(module_dir "${module}")" &&
-    CGO_ENABLED=0 go build -trimpath -ldflags "$("ldflags_${module}")" -o "${tmp}/" "${pkgs[@]}")
+    CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "$("ldflags_${module}")" -o "${tmp}/" "${pkgs[@]}")
   local i
   for i in "${!tools[@]}"; do
     mv -f "${tmp}/$(go_bin_name "${pkgs[i]}")" "${TOOLS_BIN}/${tools[i]}"

@@ -73,13 +73,9 @@ func TestOLMInstallsAndUpgradesOperator(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Always start from an empty cluster: a kept or half-deleted one holds old CSVs.
-	kubeconfig := filepath.Join(workDir, "kubeconfig")
-	if out, err := exec.CommandContext(ctx, paths.Script("cluster.sh"), "down", olmClusterName, kubeconfig).CombinedOutput(); err != nil {
-		t.Fatalf("deleting a leftover cluster %s: %v\n%s", olmClusterName, err, out)
-	}
+	// StartCluster recreates the cluster, so a kept or half-deleted one never leaks old CSVs.
 	t.Logf("starting cluster %s", olmClusterName)
-	cluster, err := framework.StartCluster(ctx, paths, olmClusterName, kubeconfig, 2)
+	cluster, err := framework.StartCluster(ctx, paths, olmClusterName, filepath.Join(workDir, "kubeconfig"), 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -435,6 +431,9 @@ func waitForOperatorDeployment(ctx context.Context, t *testing.T, k framework.Ku
 			} `json:"metadata"`
 			Spec struct {
 				Template struct {
+					Metadata struct {
+						Annotations map[string]string `json:"annotations"`
+					} `json:"metadata"`
 					Spec struct {
 						Containers []struct {
 							Image string `json:"image"`
@@ -456,6 +455,11 @@ func waitForOperatorDeployment(ctx context.Context, t *testing.T, k framework.Ku
 		}
 		if got.Owner != catalog.CSVName(version) || got.Image != catalog.Image(version) {
 			return fmt.Errorf("owner %q, image %q", got.Owner, got.Image)
+		}
+		// The operator's WATCH_NAMESPACE is a fieldRef to this pod annotation.
+		if ns := d.Spec.Template.Metadata.Annotations[catalog.TargetNamespacesAnnotation]; ns != operatorNamespace {
+			return framework.Permanent(fmt.Errorf("pod template annotation %s = %q, want %q",
+				catalog.TargetNamespacesAnnotation, ns, operatorNamespace))
 		}
 		if d.Status.AvailableReplicas < 1 || d.Status.UpdatedReplicas < 1 {
 			return fmt.Errorf("available %d, updated %d", d.Status.AvailableReplicas, d.Status.UpdatedReplicas)

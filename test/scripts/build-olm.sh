@@ -59,7 +59,7 @@ main() {
       --force) force=true ;;
       --print-crds-dir) print_crds=true ;;
       -h | --help)
-        sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+        sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
         exit 0
         ;;
       *) fatal "unknown argument ${arg}" ;;

@@ -202,7 +202,7 @@ func Render(d *Deploy, version, replaces string) (*v1alpha1.ClusterServiceVersio
 		Description:    description,
 		Version:        opversion.OperatorVersion{Version: v},
 		Replaces:       replacesName,
-		Maturity:       Channel,
+		Maturity:       maturity,
 		MinKubeVersion: minKubeVersion,
 		Keywords:       keywords,
 		Maintainers:    maintainers,

@@ -23,6 +23,8 @@ const (
 	// installs and scales memcached, but does not yet upgrade the memcached version it runs
 	// (level 2), even though OLM upgrades the operator itself without touching memcached pods.
 	capabilities = "Basic Install"
+	// maturity is the release maturity shown in catalogs; 0.0.x releases are alpha.
+	maturity = "alpha"
 	categories   = "Database"
 	repository   = "https://github.com/example-inc/memcached-operator"
 	support      = "Example, Inc."

@@ -24,10 +24,10 @@ const (
 	// (level 2), even though OLM upgrades the operator itself without touching memcached pods.
 	capabilities = "Basic Install"
 	// maturity is the release maturity shown in catalogs; 0.0.x releases are alpha.
-	maturity = "alpha"
-	categories   = "Database"
-	repository   = "https://github.com/example-inc/memcached-operator"
-	support      = "Example, Inc."
+	maturity   = "alpha"
+	categories = "Database"
+	repository = "https://github.com/example-inc/memcached-operator"
+	support    = "Example, Inc."
 
 	// xPodCount is the console descriptor for a pod count that the user edits.
 	xPodCount = "urn:alm:descriptor:com.tectonic.ui:podCount"

@@ -20,7 +20,7 @@ import (
 )
 
 // The OLM end-to-end test installs OLM's `olm` operator (operator-lifecycle-manager v0.38.0,
-// built by test/scripts/build-olm.sh) and its CRDs on a local kwok cluster, then follows the
+// built by test/scripts/build-tools.sh) and its CRDs on a local kwok cluster, then follows the
 // getting-started guide: OperatorGroup, CSV 0.0.1 (Pending until its requirements exist),
 // CRD + ServiceAccount + RBAC (Succeeded), two Memcached resources, CSV 0.0.2 (Succeeded,
 // 0.0.1 gone, operator Deployment on the 0.0.2 image) and finally the same memcached pods.
@@ -68,7 +68,7 @@ func TestOLMInstallsAndUpgradesOperator(t *testing.T) {
 	workDir := filepath.Join(paths.Output(), "e2e", "olm")
 	lockWorkDir(t, workDir)
 	requireFreshCatalog(t, workDir)
-	crdsDir := buildOLM(ctx, t, paths, workDir)
+	crdsDir := olmCRDs(ctx, t, paths, workDir)
 	if err := framework.RequireFiles("make build", paths.OperatorBinary()); err != nil {
 		t.Fatal(err)
 	}
@@ -304,17 +304,20 @@ func lockWorkDir(t *testing.T, workDir string) {
 	}
 }
 
-// buildOLM builds the olm binary when it is missing or stale (instant otherwise) and copies
-// OLM's CRD manifests from the Go module cache into workDir, returning their directory.
-func buildOLM(ctx context.Context, t *testing.T, paths framework.Paths, workDir string) string {
+// olmCRDs checks that `make tools` built the olm binary and copies OLM's CRD manifests
+// from the Go module cache into workDir, returning their directory.
+func olmCRDs(ctx context.Context, t *testing.T, paths framework.Paths, workDir string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
+	if err := paths.RequireTools("olm"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, paths.Script("build-olm.sh"), "--print-crds-dir")
+	cmd := exec.CommandContext(ctx, paths.Script("olm-crds-dir.sh"))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("test/scripts/build-olm.sh: %v", err)
+		t.Fatalf("test/scripts/olm-crds-dir.sh: %v", err)
 	}
 	src := strings.TrimSpace(string(out))
 	dst := filepath.Join(workDir, "olm-crds")

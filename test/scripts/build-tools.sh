@@ -16,7 +16,7 @@ set -o errexit -o nounset -o pipefail
 # shellcheck source=test/scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-MODULES=(kube kwok)
+MODULES=(kube kwok olm)
 
 # tools_kube: Kubernetes control plane and kubectl, etcd, and deepcopy-gen for tmp/codegen.
 tools_kube() {
@@ -62,6 +62,18 @@ ldflags_kwok() {
   local version
   version="$(module_version kwok sigs.k8s.io/kwok)"
   echo "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${version#v}"
+}
+
+# tools_olm: the Operator Lifecycle Manager's olm operator, for the OLM e2e.
+tools_olm() {
+  echo "olm github.com/operator-framework/operator-lifecycle-manager/cmd/olm"
+}
+
+# ldflags_olm stamps OLM's version, which olm logs at start.
+ldflags_olm() {
+  local version
+  version="$(module_version olm github.com/operator-framework/operator-lifecycle-manager)"
+  echo "-s -w -X github.com/operator-framework/operator-lifecycle-manager/pkg/version.OLMVersion=${version#v}"
 }
 
 # module_dir prints the directory of a tool module.

@@ -1,4 +1,4 @@
-// Module olm pins the Operator Lifecycle Manager that test/scripts/build-olm.sh builds for
+// Module olm pins the Operator Lifecycle Manager that test/scripts/build-tools.sh builds for
 // the OLM end-to-end test. It is separate from the operator module (client-go 1.11), the test
 // module and the Kubernetes tool module, because OLM brings its own Kubernetes library versions.
 module github.com/example-inc/memcached-operator/test/tools/olm

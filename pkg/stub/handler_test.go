@@ -81,6 +81,16 @@ func inSyncStatus(m *v1alpha1.Memcached, nodes ...string) v1alpha1.MemcachedStat
 	}
 }
 
+// createActions are the calls of a reconcile that creates example's
+// Deployment and writes its first status.
+var createActions = []string{
+	"get deployment test/example",
+	"create deployment test/example",
+	"get deployment test/example",
+	"list pods test app=memcached,memcached_cr=example",
+	"update memcached/status test/example",
+}
+
 func TestCreatesDeployment(t *testing.T) {
 	m := newMemcached("example", 3)
 	f := newFixture(t, m)
@@ -89,13 +99,7 @@ func TestCreatesDeployment(t *testing.T) {
 		t.Fatalf("Handle: %v", err)
 	}
 
-	checkActions(t, f.client.actions, []string{
-		"get deployment test/example",
-		"create deployment test/example",
-		"get deployment test/example",
-		"list pods test app=memcached,memcached_cr=example",
-		"update memcached/status test/example",
-	})
+	checkActions(t, f.client.actions, createActions)
 	if len(f.client.created) != 1 {
 		t.Fatalf("created %d deployments, want 1", len(f.client.created))
 	}
@@ -399,13 +403,7 @@ func TestToleratesConcurrentCreate(t *testing.T) {
 		t.Fatalf("Handle: %v", err)
 	}
 
-	checkActions(t, f.client.actions, []string{
-		"get deployment test/example",
-		"create deployment test/example",
-		"get deployment test/example",
-		"list pods test app=memcached,memcached_cr=example",
-		"update memcached/status test/example",
-	})
+	checkActions(t, f.client.actions, createActions)
 	if got := f.events(); len(got) != 0 {
 		t.Errorf("events: got %q, want none: this reconcile created nothing", got)
 	}

@@ -86,6 +86,7 @@ push: ## Push the operator image IMG.
 deploy: ## Apply deploy/ to KUBECONFIG with the operator image IMG.
 	@mkdir -p $(OUTPUT)
 	tmp/build/render-operator.sh "$(IMG)" > $(OUTPUT)/operator.yaml
+	KUBECONFIG=$(KUBECONFIG) kubectl create namespace $(NAMESPACE) --dry-run=client -o yaml | KUBECONFIG=$(KUBECONFIG) kubectl apply -f -
 	KUBECONFIG=$(KUBECONFIG) kubectl apply -n $(NAMESPACE) -f deploy/crd.yaml -f deploy/sa.yaml -f deploy/rbac.yaml -f $(OUTPUT)/operator.yaml
 
 .PHONY: undeploy

@@ -59,7 +59,8 @@ func EventuallyEvery(ctx context.Context, timeout, interval time.Duration, what 
 
 // Consistently calls check for the whole window and fails on the first error. Use it
 // for negative assertions ("nothing happens in the unwatched namespace"), with a
-// window that covers the operator's resync period, instead of a bare sleep.
+// window longer than the operator takes to act on a watch event, instead of a bare
+// sleep.
 func Consistently(ctx context.Context, window time.Duration, what string, check func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, window)
 	defer cancel()

@@ -24,7 +24,7 @@ const (
 // namespace is a test's own namespace, with deploy/sa.yaml and deploy/rbac.yaml
 // applied, and at most one operator watching it.
 type namespace struct {
-	t    *testing.T
+	t    testing.TB
 	name string
 	// kubectl acts as the cluster admin, in this namespace.
 	kubectl  framework.Kubectl
@@ -38,7 +38,7 @@ type namespace struct {
 // newNamespace creates a namespace named after the test plus prefix and a random
 // suffix, applies the operator's ServiceAccount and RBAC to it, and deletes it when
 // the test ends. On failure, the test log gets `kubectl describe` of it.
-func newNamespace(t *testing.T, prefix string) *namespace {
+func newNamespace(t testing.TB, prefix string) *namespace {
 	t.Helper()
 	ctx := context.Background()
 	suffix := make([]byte, 3)

@@ -75,12 +75,15 @@ func TestCreate(t *testing.T) {
 
 // TestScale: spec.size changes up, down and to zero, both by editing the resource
 // and through the scale subresource (`kubectl scale`), reach the Deployment, the
-// pods and status.nodes.
+// pods and status.nodes, without ever rolling out a new pod template.
 func TestScale(t *testing.T) {
 	ns := newNamespace(t, slug(t.Name()))
 	ns.startOperator()
 	ns.createMemcached("cache", 1)
-	ns.waitConverged("cache", 1)
+	first := ns.waitConverged("cache", 1)
+	// Scaling must never roll the Deployment: every pod, through every step,
+	// comes from the first pod's template.
+	hash := first.pods[0].Metadata.Labels["pod-template-hash"]
 
 	steps := []struct {
 		name   string
@@ -100,6 +103,11 @@ func TestScale(t *testing.T) {
 			o := ns.waitConverged("cache", s.size)
 			if s.size == 0 && o.memcached.Status.Nodes == nil {
 				t.Errorf("status.nodes is absent at size 0, want an empty list")
+			}
+			for _, p := range o.pods {
+				if got := p.Metadata.Labels["pod-template-hash"]; got != hash {
+					t.Errorf("pod %s has pod-template-hash %q, want %q: scaling rolled the deployment", p.Metadata.Name, got, hash)
+				}
 			}
 		})
 		if !ok {

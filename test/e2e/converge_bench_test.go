@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -63,11 +62,7 @@ func allReady(ctx context.Context, ns *namespace, size int) error {
 	var list struct {
 		Items []memcached `json:"items"`
 	}
-	out, err := ns.kubectl.Run(ctx, "get", "memcacheds", "-o", "json")
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal([]byte(out), &list); err != nil {
+	if err := ns.kubectl.GetJSON(ctx, &list, "memcacheds"); err != nil {
 		return err
 	}
 	pending := 0

@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,6 +35,8 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/example-inc/memcached-operator/test/framework"
 )
 
 const (
@@ -107,7 +110,7 @@ func TestImageBuildPushAndRun(t *testing.T) {
 
 	t.Run("files", func(t *testing.T) {
 		t.Logf("image files: %v", files)
-		if want := []string{strings.TrimPrefix(binaryPath, "/")}; !equal(files, want) {
+		if want := []string{strings.TrimPrefix(binaryPath, "/")}; !slices.Equal(files, want) {
 			t.Errorf("image holds files %v, want only %v (no shell, no package manager)", files, want)
 		}
 	})
@@ -138,7 +141,7 @@ func checkConfig(t *testing.T, cfg *v1.ConfigFile, version string) {
 	if cfg.OS != "linux" {
 		t.Errorf("os = %q, want linux", cfg.OS)
 	}
-	if got, want := cfg.Config.Entrypoint, []string{binaryPath}; !equal(got, want) {
+	if got, want := cfg.Config.Entrypoint, []string{binaryPath}; !slices.Equal(got, want) {
 		t.Errorf("entrypoint = %q, want %q", got, want)
 	}
 	if len(cfg.Config.Cmd) != 0 {
@@ -351,15 +354,12 @@ func requireTool(t *testing.T, tool string) string {
 	return p
 }
 
-// repoRoot returns the operator repository root (two levels above this package).
+// repoRoot returns the operator repository root.
 func repoRoot(t *testing.T) string {
 	t.Helper()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
+	root, err := framework.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "tmp", "build", "Dockerfile")); err != nil {
-		t.Fatalf("%s does not look like the repository root: %v", root, err)
 	}
 	return root
 }
@@ -511,16 +511,4 @@ func freeAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
-}
-
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

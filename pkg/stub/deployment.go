@@ -2,6 +2,7 @@ package stub
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -18,6 +19,12 @@ const (
 	memcachedPort = 11211
 	// memcachedPortName names the container port, so Services can target it by name.
 	memcachedPortName = "memcached"
+	// memcachedCacheMB is memcached's item memory in megabytes, its -m
+	// option. It stays well inside memcachedMemoryLimit, which also has to
+	// hold memcached's hash table and connection buffers.
+	memcachedCacheMB = 64
+	// memcachedMemoryLimit is the memory limit of the memcached container.
+	memcachedMemoryLimit = "128Mi"
 	// memcachedUID is the uid of the "memcache" user in the official memcached
 	// images. The kubelet can only enforce runAsNonRoot for numeric users.
 	memcachedUID = 11211
@@ -54,7 +61,7 @@ func newDeploymentForMemcached(m *v1alpha1.Memcached, image string) *appsv1.Depl
 }
 
 // memcachedPodSpec is a pod that Pod Security "restricted" admits, running
-// memcached with 64 MB of cache.
+// memcached with memcachedCacheMB of cache.
 func memcachedPodSpec(image string) corev1.PodSpec {
 	nonRoot := true
 	noEscalation := false
@@ -75,7 +82,7 @@ func memcachedPodSpec(image string) corev1.PodSpec {
 		Containers: []corev1.Container{{
 			Name:    "memcached",
 			Image:   image,
-			Command: []string{"memcached", "-m=64", "-o", "modern", "-v"},
+			Command: memcachedCommand(),
 			Ports: []corev1.ContainerPort{{
 				Name:          memcachedPortName,
 				ContainerPort: memcachedPort,
@@ -87,7 +94,7 @@ func memcachedPodSpec(image string) corev1.PodSpec {
 					corev1.ResourceMemory: resource.MustParse("96Mi"),
 				},
 				Limits: corev1.ResourceList{
-					corev1.ResourceMemory: resource.MustParse("128Mi"),
+					corev1.ResourceMemory: resource.MustParse(memcachedMemoryLimit),
 				},
 			},
 			ReadinessProbe: probe,
@@ -100,6 +107,18 @@ func memcachedPodSpec(image string) corev1.PodSpec {
 				},
 			},
 		}},
+	}
+}
+
+// memcachedCommand is the memcached command line. Every option and its value
+// are separate arguments: memcached's getopt reads "-m=64" as the value "=64",
+// which it takes for 0 MB, and then exits.
+func memcachedCommand() []string {
+	return []string{
+		"memcached",
+		"-m", strconv.Itoa(memcachedCacheMB),
+		"-p", strconv.Itoa(memcachedPort),
+		"-v",
 	}
 }
 

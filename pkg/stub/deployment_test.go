@@ -2,10 +2,13 @@ package stub
 
 import (
 	"reflect"
+	"regexp"
+	"strconv"
 	"testing"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -53,7 +56,7 @@ func TestNewDeploymentForMemcached(t *testing.T) {
 			if c.Image != tt.image {
 				t.Errorf("image: got %s, want %s", c.Image, tt.image)
 			}
-			if want := []string{"memcached", "-m=64", "-o", "modern", "-v"}; !reflect.DeepEqual(c.Command, want) {
+			if want := []string{"memcached", "-m", "64", "-p", "11211", "-v"}; !reflect.DeepEqual(c.Command, want) {
 				t.Errorf("command: got %v, want %v", c.Command, want)
 			}
 			if len(c.Ports) != 1 || c.Ports[0].ContainerPort != 11211 || c.Ports[0].Name != "memcached" {
@@ -61,6 +64,53 @@ func TestNewDeploymentForMemcached(t *testing.T) {
 			}
 		})
 	}
+}
+
+// joinedShortOption matches "-m=64", which getopt reads as option -m with
+// the value "=64", not 64.
+var joinedShortOption = regexp.MustCompile(`^-[A-Za-z]=`)
+
+func TestMemcachedCommand(t *testing.T) {
+	container := newDeploymentForMemcached(newMemcached("example", 1), testImage).Spec.Template.Spec.Containers[0]
+	command := container.Command
+	for _, arg := range command {
+		if joinedShortOption.MatchString(arg) {
+			t.Errorf("argument %q joins a short option to its value with '='; memcached would read %q", arg, arg[2:])
+		}
+	}
+	tests := []struct {
+		option string
+		want   int
+	}{
+		{option: "-m", want: memcachedCacheMB},
+		{option: "-p", want: memcachedPort},
+	}
+	for _, tt := range tests {
+		t.Run(tt.option, func(t *testing.T) {
+			got, ok := optionValue(command, tt.option)
+			if !ok {
+				t.Fatalf("%v has no %s followed by a value", command, tt.option)
+			}
+			if n, err := strconv.Atoi(got); err != nil || n != tt.want {
+				t.Errorf("%s: got %q, want %d", tt.option, got, tt.want)
+			}
+		})
+	}
+	limit := container.Resources.Limits[corev1.ResourceMemory]
+	cache := resource.NewQuantity(memcachedCacheMB<<20, resource.BinarySI)
+	if cache.Cmp(limit) >= 0 {
+		t.Errorf("cache of %s does not fit the memory limit of %s", cache, &limit)
+	}
+}
+
+// optionValue returns the argument that follows option in command.
+func optionValue(command []string, option string) (string, bool) {
+	for i, arg := range command[:len(command)-1] {
+		if arg == option {
+			return command[i+1], true
+		}
+	}
+	return "", false
 }
 
 func TestNewDeploymentForMemcachedIsRestricted(t *testing.T) {

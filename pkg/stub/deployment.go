@@ -83,6 +83,10 @@ func memcachedPodSpec(image string) corev1.PodSpec {
 			Name:    "memcached",
 			Image:   image,
 			Command: memcachedCommand(),
+			// memcached prints why it exits to stderr and writes no
+			// termination message, so the kubelet's fallback to the log's
+			// tail is what lets the status name the cause of a crash loop.
+			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 			Ports: []corev1.ContainerPort{{
 				Name:          memcachedPortName,
 				ContainerPort: memcachedPort,

@@ -59,6 +59,9 @@ func TestNewDeploymentForMemcached(t *testing.T) {
 			if want := []string{"memcached", "-m", "64", "-p", "11211", "-v"}; !reflect.DeepEqual(c.Command, want) {
 				t.Errorf("command: got %v, want %v", c.Command, want)
 			}
+			if c.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError {
+				t.Errorf("terminationMessagePolicy: got %q, want %q", c.TerminationMessagePolicy, corev1.TerminationMessageFallbackToLogsOnError)
+			}
 			if len(c.Ports) != 1 || c.Ports[0].ContainerPort != 11211 || c.Ports[0].Name != "memcached" {
 				t.Errorf("ports: got %+v, want 11211 named memcached", c.Ports)
 			}

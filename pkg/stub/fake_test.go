@@ -182,3 +182,39 @@ func newPod(m *v1alpha1.Memcached, name string, phase corev1.PodPhase, ready boo
 		},
 	}
 }
+
+// withContainers gives p the container statuses the kubelet reports.
+func withContainers(p *corev1.Pod, statuses ...corev1.ContainerStatus) *corev1.Pod {
+	p.Status.ContainerStatuses = statuses
+	return p
+}
+
+// crashLooping is the status of the memcached container while the kubelet
+// waits backOff before its next restart after the one it has counted.
+func crashLooping(pod, backOff string, restarts int32) corev1.ContainerStatus {
+	return corev1.ContainerStatus{
+		Name:         "memcached",
+		RestartCount: restarts,
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
+			Reason:  "CrashLoopBackOff",
+			Message: fmt.Sprintf("back-off %s restarting failed container=memcached pod=%s_test(uid-%s)", backOff, pod, pod),
+		}},
+		LastTerminationState: corev1.ContainerState{Terminated: &memcachedExit},
+	}
+}
+
+// memcachedExit is how memcached 1.6 exits when given "-m=64", with the
+// termination message that FallbackToLogsOnError takes from its log.
+var memcachedExit = corev1.ContainerStateTerminated{
+	ExitCode: 64,
+	Reason:   "Error",
+	Message:  "Cannot set item size limit higher than 1/2 of memory max.\n",
+}
+
+// waiting is the status of a container that waits for reason.
+func waiting(name, reason, message string) corev1.ContainerStatus {
+	return corev1.ContainerStatus{
+		Name:  name,
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: message}},
+	}
+}

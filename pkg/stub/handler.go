@@ -1,6 +1,7 @@
 // Package stub holds the memcached-operator's event handler: for every
-// Memcached it keeps a memcached Deployment of spec.size pods and lists
-// those pods in status.nodes.
+// Memcached it keeps a memcached Deployment of spec.size pods and reports
+// those pods in status: their names, how many are Ready, and conditions that
+// say whether they are available and, if not, why.
 package stub
 
 import (

@@ -75,10 +75,24 @@ func inSyncStatus(m *v1alpha1.Memcached, nodes ...string) v1alpha1.MemcachedStat
 		ReadyReplicas:      int32(len(nodes)),
 		Selector:           "app=memcached,memcached_cr=" + m.Name,
 		ObservedGeneration: m.Generation,
-		Conditions: []v1alpha1.MemcachedCondition{{
-			Type: v1alpha1.MemcachedDegraded, Status: corev1.ConditionFalse, Reason: ReasonAsExpected, LastTransitionTime: testNow,
-		}},
+		Conditions: []v1alpha1.MemcachedCondition{
+			{
+				Type: v1alpha1.MemcachedAvailable, Status: corev1.ConditionTrue, Reason: ReasonAllReplicasReady,
+				Message: fmt.Sprintf("%d/%d pods ready", len(nodes), m.Spec.Size), LastTransitionTime: testNow,
+			},
+			{Type: v1alpha1.MemcachedDegraded, Status: corev1.ConditionFalse, Reason: ReasonAsExpected, LastTransitionTime: testNow},
+		},
 	}
+}
+
+// condition returns the condition of type typ in status, or nil.
+func condition(status v1alpha1.MemcachedStatus, typ v1alpha1.MemcachedConditionType) *v1alpha1.MemcachedCondition {
+	for i := range status.Conditions {
+		if status.Conditions[i].Type == typ {
+			return &status.Conditions[i]
+		}
+	}
+	return nil
 }
 
 // createActions are the calls of a reconcile that creates example's
@@ -191,6 +205,64 @@ func TestWritesNothingWhenInSync(t *testing.T) {
 	}
 }
 
+func TestReportsCrashLoopingPods(t *testing.T) {
+	tests := []struct {
+		name string
+		// next is the pod's container status at the second event.
+		next corev1.ContainerStatus
+	}{
+		{name: "identical event", next: crashLooping("example-a", "10s", 1)},
+		{name: "kubelet doubled its back-off", next: crashLooping("example-a", "20s", 2)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newMemcached("example", 1)
+			f := newFixture(t, m, ownedDeployment(m, 1),
+				withContainers(newPod(m, "example-a", corev1.PodRunning, false), crashLooping("example-a", "10s", 1)))
+
+			if err := f.handle(m, false); err != nil {
+				t.Fatalf("Handle: %v", err)
+			}
+
+			checkActions(t, f.client.actions, []string{
+				"get deployment test/example",
+				"list pods test app=memcached,memcached_cr=example",
+				"update memcached/status test/example",
+			})
+			if len(f.client.statuses) != 1 {
+				t.Fatalf("wrote status %d times, want 1", len(f.client.statuses))
+			}
+			status := f.client.statuses[0]
+			if status.ReadyReplicas != 0 || !reflect.DeepEqual(status.Nodes, []string{"example-a"}) {
+				t.Errorf("pods: got nodes %v with %d ready, want [example-a] with 0 ready", status.Nodes, status.ReadyReplicas)
+			}
+			degraded := condition(status, v1alpha1.MemcachedDegraded)
+			if degraded == nil || degraded.Status != corev1.ConditionTrue || degraded.Reason != "CrashLoopBackOff" ||
+				!strings.HasPrefix(degraded.Message, "pod example-a: container memcached: ") {
+				t.Errorf("Degraded: got %+v, want True reason CrashLoopBackOff about pod example-a, container memcached", degraded)
+			}
+			if c := condition(status, v1alpha1.MemcachedAvailable); c == nil || c.Status != corev1.ConditionFalse || c.Reason != ReasonPodsNotReady {
+				t.Errorf("Available: got %+v, want False reason %s", c, ReasonPodsNotReady)
+			}
+
+			// The API server now stores that status, and the next event comes.
+			m.Status = status
+			f.client.pods[0].Status.ContainerStatuses = []corev1.ContainerStatus{tt.next}
+			f.client.actions = nil
+			f.handler.now = func() metav1.Time { return metav1.NewTime(testNow.Add(time.Minute)) }
+
+			if err := f.handle(m, false); err != nil {
+				t.Fatalf("second Handle: %v", err)
+			}
+
+			checkActions(t, f.client.actions, []string{
+				"get deployment test/example",
+				"list pods test app=memcached,memcached_cr=example",
+			})
+		})
+	}
+}
+
 func TestLeavesForeignDeploymentAlone(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -209,7 +281,9 @@ func TestLeavesForeignDeploymentAlone(t *testing.T) {
 			m := newMemcached("example", 3)
 			foreign := ownedDeployment(m, 1)
 			foreign.OwnerReferences = tt.owner
-			f := newFixture(t, m, foreign, newPod(m, "example-a", corev1.PodRunning, true))
+			// The pod's crash loop must not hide that the name is taken.
+			crashing := withContainers(newPod(m, "example-a", corev1.PodRunning, false), crashLooping("example-a", "10s", 1))
+			f := newFixture(t, m, foreign, crashing)
 
 			err := f.handle(m, false)
 
@@ -231,8 +305,11 @@ func TestLeavesForeignDeploymentAlone(t *testing.T) {
 			if len(status.Nodes) != 0 || status.Nodes == nil {
 				t.Errorf("status.nodes: got %#v, want an empty list: no pod is the memcached's", status.Nodes)
 			}
-			if c := status.Conditions; len(c) != 1 || c[0].Status != corev1.ConditionTrue || c[0].Reason != ReasonDeploymentNotOwned {
-				t.Errorf("conditions: got %+v, want Degraded=True reason %s", c, ReasonDeploymentNotOwned)
+			if c := condition(status, v1alpha1.MemcachedDegraded); c == nil || c.Status != corev1.ConditionTrue || c.Reason != ReasonDeploymentNotOwned {
+				t.Errorf("Degraded: got %+v, want True reason %s", c, ReasonDeploymentNotOwned)
+			}
+			if c := condition(status, v1alpha1.MemcachedAvailable); c == nil || c.Status != corev1.ConditionFalse || c.Reason != ReasonDeploymentNotOwned {
+				t.Errorf("Available: got %+v, want False reason %s", c, ReasonDeploymentNotOwned)
 			}
 		})
 	}

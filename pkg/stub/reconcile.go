@@ -46,7 +46,7 @@ func (h *Handler) reconcile(m *v1alpha1.Memcached) error {
 	if err := h.ensureSize(m, d); err != nil {
 		return err
 	}
-	return h.updateStatus(m, degradedCondition(corev1.ConditionFalse, ReasonAsExpected, ""))
+	return h.updateStatus(m)
 }
 
 // ensureDeployment returns the Deployment named after m, creating it first
@@ -98,26 +98,26 @@ func (h *Handler) ensureSize(m *v1alpha1.Memcached, d *appsv1.Deployment) error 
 }
 
 // reportNotOwned leaves d alone, because it belongs to someone else, and
-// makes that visible: a Warning Event, a Degraded condition, a status that
-// lists no pods (none of them are m's) and an error, so the SDK retries in
-// case the owner removes it.
+// makes that visible: a Warning Event, a status that lists no pods (none of
+// them are m's) with Degraded and Available conditions saying so, and an
+// error, so the SDK retries in case the owner removes it.
 func (h *Handler) reportNotOwned(m *v1alpha1.Memcached, d *appsv1.Deployment) error {
 	msg := fmt.Sprintf("deployment %s/%s already exists and is not controlled by memcached %s", d.Namespace, d.Name, m.Name)
 	h.recorder.Event(m, corev1.EventTypeWarning, ReasonDeploymentNotOwned, msg)
-	if err := h.writeStatus(m, computeStatus(m, nil, degradedCondition(corev1.ConditionTrue, ReasonDeploymentNotOwned, msg), h.now())); err != nil {
+	if err := h.writeStatus(m, notOwnedStatus(m, msg, h.now())); err != nil {
 		return err
 	}
 	return errors.New(msg)
 }
 
-// updateStatus writes the status computed from m's pods when it differs from
-// the stored one.
-func (h *Handler) updateStatus(m *v1alpha1.Memcached, degraded v1alpha1.MemcachedCondition) error {
+// updateStatus writes the status computed from m's pods, readiness and
+// failures included, when it differs from the stored one.
+func (h *Handler) updateStatus(m *v1alpha1.Memcached) error {
 	pods, err := h.client.ListPods(m.Namespace, selectorForMemcached(m.Name))
 	if err != nil {
 		return fmt.Errorf("failed to list pods of memcached %s/%s: %v", m.Namespace, m.Name, err)
 	}
-	return h.writeStatus(m, computeStatus(m, pods, degraded, h.now()))
+	return h.writeStatus(m, computeStatus(m, pods, h.now()))
 }
 
 // writeStatus stores status on m through the status subresource, unless m

@@ -1,7 +1,9 @@
 package stub
 
 import (
+	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
@@ -9,29 +11,202 @@ import (
 )
 
 const (
-	// ReasonAsExpected is the reason of a Degraded condition that is False.
+	// ReasonAsExpected is the reason of a Degraded condition that is False
+	// because at least spec.size of the Memcached's pods are Ready.
 	ReasonAsExpected = "AsExpected"
+	// ReasonPodsStarting is the reason of a Degraded condition that is False
+	// while fewer than spec.size pods are Ready but none has failed: they are
+	// being scheduled, pulled or created, or wait for their readiness probe.
+	ReasonPodsStarting = "PodsStarting"
 	// ReasonDeploymentNotOwned is the reason, on the Warning Event and on the
-	// Degraded condition, used when a Deployment with the Memcached's name
-	// exists but another owner controls it.
+	// Available and Degraded conditions, used when a Deployment with the
+	// Memcached's name exists but another owner controls it.
 	ReasonDeploymentNotOwned = "DeploymentNotOwned"
+	// ReasonAllReplicasReady is the reason of an Available condition that is
+	// True: at least spec.size pods are Ready, which a size of 0 always is.
+	ReasonAllReplicasReady = "AllReplicasReady"
+	// ReasonPodsNotReady is the reason of an Available condition that is
+	// False because fewer than spec.size pods are Ready. The Degraded
+	// condition tells whether they are still starting or why they fail.
+	ReasonPodsNotReady = "PodsNotReady"
 )
 
-// computeStatus returns the status m should have when pods are the pods its
-// label selector matches and degraded is its Degraded condition. The result
-// depends only on its inputs, so comparing it with m.Status tells whether a
-// write is needed.
-func computeStatus(m *v1alpha1.Memcached, pods []*corev1.Pod, degraded v1alpha1.MemcachedCondition, now metav1.Time) v1alpha1.MemcachedStatus {
-	live := livePods(pods)
-	status := v1alpha1.MemcachedStatus{
+// reasonCrashLoopBackOff is the kubelet's waiting reason for a container
+// that keeps exiting, while it waits to restart it.
+const reasonCrashLoopBackOff = "CrashLoopBackOff"
+
+// computeStatus returns the status m should have when its Deployment is its
+// own and pods are the pods its label selector matches. The result depends
+// only on its inputs, so comparing it with m.Status tells whether a write is
+// needed.
+func computeStatus(m *v1alpha1.Memcached, pods []*corev1.Pod, now metav1.Time) v1alpha1.MemcachedStatus {
+	return observedStatus(m, livePods(pods), now, availableCondition(m, pods), degradedCondition(m, pods))
+}
+
+// notOwnedStatus returns the status m should have while a Deployment that
+// another owner controls holds its name. It lists no pods, because none of
+// them are m's, and both conditions carry reason DeploymentNotOwned and msg,
+// whatever the pods are doing.
+func notOwnedStatus(m *v1alpha1.Memcached, msg string, now metav1.Time) v1alpha1.MemcachedStatus {
+	return observedStatus(m, nil, now,
+		newCondition(v1alpha1.MemcachedAvailable, corev1.ConditionFalse, ReasonDeploymentNotOwned, msg),
+		newCondition(v1alpha1.MemcachedDegraded, corev1.ConditionTrue, ReasonDeploymentNotOwned, msg))
+}
+
+// observedStatus returns m's status with the live pods and conditions, set in
+// their order so that the stored list keeps a stable order.
+func observedStatus(m *v1alpha1.Memcached, live []*corev1.Pod, now metav1.Time, conditions ...v1alpha1.MemcachedCondition) v1alpha1.MemcachedStatus {
+	stored := m.Status.Conditions
+	for _, c := range conditions {
+		stored = setCondition(stored, c, now)
+	}
+	return v1alpha1.MemcachedStatus{
 		Nodes:              podNames(live),
 		Replicas:           int32(len(live)),
 		ReadyReplicas:      countReady(live),
 		Selector:           selectorForMemcached(m.Name).String(),
 		ObservedGeneration: m.Generation,
-		Conditions:         setCondition(m.Status.Conditions, degraded, now),
+		Conditions:         stored,
 	}
-	return status
+}
+
+// availableCondition returns m's Available condition when pods are the pods
+// its label selector matches: True once at least spec.size of the live pods
+// are Ready, False with reason PodsNotReady before. The Degraded condition,
+// not this one, carries the reason why pods are not Ready, so that Available
+// changes only when readiness does.
+func availableCondition(m *v1alpha1.Memcached, pods []*corev1.Pod) v1alpha1.MemcachedCondition {
+	ready := countReady(livePods(pods))
+	if ready >= m.Spec.Size {
+		return newCondition(v1alpha1.MemcachedAvailable, corev1.ConditionTrue, ReasonAllReplicasReady, readyMessage(ready, m.Spec.Size))
+	}
+	return newCondition(v1alpha1.MemcachedAvailable, corev1.ConditionFalse, ReasonPodsNotReady, readyMessage(ready, m.Spec.Size))
+}
+
+// degradedCondition returns m's Degraded condition when its Deployment is its
+// own and pods are the pods its label selector matches:
+//   - False with reason AsExpected once at least spec.size live pods are Ready;
+//   - otherwise True with the kubelet's or the scheduler's own reason, such
+//     as CrashLoopBackOff or Unschedulable, when a live pod has failed (see
+//     podFailed); the first such pod by name is reported, so that the
+//     condition does not move between pods that fail alike;
+//   - otherwise False with reason PodsStarting.
+func degradedCondition(m *v1alpha1.Memcached, pods []*corev1.Pod) v1alpha1.MemcachedCondition {
+	live := livePods(pods)
+	ready := countReady(live)
+	if ready >= m.Spec.Size {
+		return newCondition(v1alpha1.MemcachedDegraded, corev1.ConditionFalse, ReasonAsExpected, "")
+	}
+	sorted := append([]*corev1.Pod(nil), live...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	for _, p := range sorted {
+		if reason, message, failed := podFailed(p); failed {
+			return newCondition(v1alpha1.MemcachedDegraded, corev1.ConditionTrue, reason, message)
+		}
+	}
+	return newCondition(v1alpha1.MemcachedDegraded, corev1.ConditionFalse, ReasonPodsStarting, readyMessage(ready, m.Spec.Size))
+}
+
+// readyMessage says how many of the size pods wanted are Ready, in the
+// READY column's notation of kubectl get deployment.
+func readyMessage(ready, size int32) string {
+	return fmt.Sprintf("%d/%d pods ready", ready, size)
+}
+
+// podFailed reports whether p cannot become Ready without a change from
+// outside: the scheduler found no node for it, or one of its init containers
+// or containers failed (see containerFailed). The message names the pod and
+// the container, then gives the kubelet's detail or, without one, its reason.
+func podFailed(p *corev1.Pod) (reason, message string, failed bool) {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return c.Reason, fmt.Sprintf("pod %s: %s", p.Name, c.Message), true
+		}
+	}
+	for _, statuses := range [][]corev1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
+		for _, s := range statuses {
+			if reason, detail, failed := containerFailed(s); failed {
+				if detail == "" {
+					detail = reason
+				}
+				return reason, fmt.Sprintf("pod %s: container %s: %s", p.Name, s.Name, detail), true
+			}
+		}
+	}
+	return "", "", false
+}
+
+// containerFailed reports whether the container of status s has failed: it
+// waits for a reason that isKubeletFailure accepts, or it is not Ready and
+// its current or, while it runs again, its last termination was an error.
+// The reason is the kubelet's own.
+//
+// The detail is kept free of text that changes on every kubelet update, so
+// that a pod that keeps failing the same way causes no status writes: for
+// CrashLoopBackOff it replaces the kubelet's message, which holds the
+// growing back-off delay, with the exit code and the last line of the
+// container's termination message. Writes still follow the kubelet's reason
+// as it alternates, for example from CrashLoopBackOff to Error and back on
+// every restart, or between ErrImagePull and ImagePullBackOff on every pull;
+// the kubelet's back-off bounds those to a few per pod every five minutes.
+func containerFailed(s corev1.ContainerStatus) (reason, detail string, failed bool) {
+	if w := s.State.Waiting; w != nil && isKubeletFailure(w.Reason) {
+		if w.Reason != reasonCrashLoopBackOff {
+			return w.Reason, w.Message, true
+		}
+		detail = "back-off restarting failed container"
+		if t := s.LastTerminationState.Terminated; t != nil {
+			detail += " that " + terminationDetail(t)
+		}
+		return w.Reason, detail, true
+	}
+	if s.Ready {
+		return "", "", false
+	}
+	t := s.State.Terminated
+	if t == nil {
+		t = s.LastTerminationState.Terminated
+	}
+	if t == nil || t.ExitCode == 0 {
+		return "", "", false
+	}
+	reason = t.Reason
+	if reason == "" {
+		reason = "Error"
+	}
+	return reason, terminationDetail(t), true
+}
+
+// terminationDetail describes how a container terminated: its exit code, the
+// kubelet's reason and the last line of its termination message, where a
+// crashing memcached leaves its last complaint.
+func terminationDetail(t *corev1.ContainerStateTerminated) string {
+	detail := fmt.Sprintf("exited with code %d", t.ExitCode)
+	if t.Reason != "" {
+		detail += " (" + t.Reason + ")"
+	}
+	msg := strings.TrimSpace(t.Message)
+	if msg != "" {
+		detail += ": " + msg[strings.LastIndex(msg, "\n")+1:]
+	}
+	return detail
+}
+
+// isKubeletFailure reports whether a container waits for reason because the
+// kubelet failed to pull, create or start it, or backs off restarting it.
+// ContainerCreating and PodInitializing, the waiting reasons of a normal
+// start, are not failures, and neither are reasons missing from this list:
+// their pods count as starting.
+func isKubeletFailure(reason string) bool {
+	switch reason {
+	case reasonCrashLoopBackOff,
+		"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
+		"ImageInspectError", "RegistryUnavailable", "SignatureValidationFailed",
+		"CreateContainerConfigError", "CreateContainerError", "RunContainerError",
+		"RunInitContainerError", "VerifyNonRootError", "PreStartHookError", "PostStartHookError":
+		return true
+	}
+	return false
 }
 
 // livePods drops pods that are going away: those being deleted and those
@@ -71,11 +246,11 @@ func countReady(pods []*corev1.Pod) int32 {
 	return ready
 }
 
-// degradedCondition returns a Degraded condition; its LastTransitionTime is
-// filled in by setCondition.
-func degradedCondition(status corev1.ConditionStatus, reason, message string) v1alpha1.MemcachedCondition {
+// newCondition returns a condition; its LastTransitionTime is filled in by
+// setCondition.
+func newCondition(typ v1alpha1.MemcachedConditionType, status corev1.ConditionStatus, reason, message string) v1alpha1.MemcachedCondition {
 	return v1alpha1.MemcachedCondition{
-		Type:    v1alpha1.MemcachedDegraded,
+		Type:    typ,
 		Status:  status,
 		Reason:  reason,
 		Message: message,

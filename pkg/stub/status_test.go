@@ -7,6 +7,7 @@ import (
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -53,9 +54,7 @@ func TestComputeStatus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cond := degradedCondition(corev1.ConditionFalse, ReasonAsExpected, "")
-
-			got := computeStatus(m, tt.pods, cond, testNow)
+			got := computeStatus(m, tt.pods, testNow)
 
 			if !reflect.DeepEqual(got.Nodes, tt.wantNodes) {
 				t.Errorf("nodes: got %#v, want %#v", got.Nodes, tt.wantNodes)
@@ -68,6 +67,281 @@ func TestComputeStatus(t *testing.T) {
 			}
 			if got.ObservedGeneration != m.Generation {
 				t.Errorf("observedGeneration: got %d, want %d", got.ObservedGeneration, m.Generation)
+			}
+			want := []v1alpha1.MemcachedCondition{availableCondition(m, tt.pods), degradedCondition(m, tt.pods)}
+			for i := range want {
+				want[i].LastTransitionTime = testNow
+			}
+			if !reflect.DeepEqual(got.Conditions, want) {
+				t.Errorf("conditions:\n got %+v\nwant %+v", got.Conditions, want)
+			}
+		})
+	}
+}
+
+func TestDegradedCondition(t *testing.T) {
+	m := newMemcached("example", 0)
+	ready := func(name string) *corev1.Pod { return newPod(m, name, corev1.PodRunning, true) }
+	pending := func(name string) *corev1.Pod { return newPod(m, name, corev1.PodPending, false) }
+	running := func(name string) *corev1.Pod { return newPod(m, name, corev1.PodRunning, false) }
+	deleting := withContainers(running("example-old"), crashLooping("example-old", "10s", 1))
+	deleting.DeletionTimestamp = &testNow
+	unschedulable := pending("example-a")
+	unschedulable.Status.Conditions = []corev1.PodCondition{{
+		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+		Message: "0/1 nodes are available: 1 Insufficient memory.",
+	}}
+	initCrashing := pending("example-a")
+	initCrashing.Status.InitContainerStatuses = []corev1.ContainerStatus{crashLooping("example-a", "20s", 2)}
+	initCrashing.Status.InitContainerStatuses[0].Name = "init"
+	initCrashing.Status.ContainerStatuses = []corev1.ContainerStatus{waiting("memcached", "PodInitializing", "")}
+	runningAgain := corev1.ContainerStatus{
+		Name:                 "memcached",
+		State:                corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+		LastTerminationState: corev1.ContainerState{Terminated: &memcachedExit},
+	}
+	recovered := runningAgain
+	recovered.Ready = true
+	oomKilled := corev1.ContainerStatus{
+		Name:  "memcached",
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}},
+	}
+	exitedCleanly := corev1.ContainerStatus{
+		Name:  "memcached",
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}},
+	}
+	const crashLoopMessage = "container memcached: back-off restarting failed container that exited with code 64 (Error): " +
+		"Cannot set item size limit higher than 1/2 of memory max."
+	tests := []struct {
+		name    string
+		size    int32
+		pods    []*corev1.Pod
+		status  corev1.ConditionStatus
+		reason  string
+		message string
+	}{
+		{
+			name: "all ready",
+			size: 2, pods: []*corev1.Pod{ready("example-a"), ready("example-b")},
+			status: corev1.ConditionFalse, reason: ReasonAsExpected,
+		},
+		{
+			name:   "size 0 without pods",
+			status: corev1.ConditionFalse, reason: ReasonAsExpected,
+		},
+		{
+			name: "more ready than wanted while scaling down",
+			size: 1, pods: []*corev1.Pod{ready("example-a"), ready("example-b")},
+			status: corev1.ConditionFalse, reason: ReasonAsExpected,
+		},
+		{
+			name: "a failing surplus pod once enough are ready",
+			size: 1, pods: []*corev1.Pod{ready("example-a"), withContainers(running("example-b"), crashLooping("example-b", "10s", 1))},
+			status: corev1.ConditionFalse, reason: ReasonAsExpected,
+		},
+		{
+			name: "starting",
+			size: 3, pods: []*corev1.Pod{ready("example-a"), withContainers(pending("example-b"), waiting("memcached", "ContainerCreating", "")), pending("example-c")},
+			status: corev1.ConditionFalse, reason: ReasonPodsStarting, message: "1/3 pods ready",
+		},
+		{
+			name: "crash loop",
+			size: 1, pods: []*corev1.Pod{withContainers(running("example-a"), crashLooping("example-a", "10s", 1))},
+			status: corev1.ConditionTrue, reason: "CrashLoopBackOff", message: "pod example-a: " + crashLoopMessage,
+		},
+		{
+			name: "image pull back-off",
+			size: 1, pods: []*corev1.Pod{withContainers(pending("example-a"), waiting("memcached", "ImagePullBackOff", `Back-off pulling image "memcached:nope"`))},
+			status: corev1.ConditionTrue, reason: "ImagePullBackOff", message: `pod example-a: container memcached: Back-off pulling image "memcached:nope"`,
+		},
+		{
+			name: "image pull error",
+			size: 1, pods: []*corev1.Pod{withContainers(pending("example-a"), waiting("memcached", "ErrImagePull", "manifest unknown"))},
+			status: corev1.ConditionTrue, reason: "ErrImagePull", message: "pod example-a: container memcached: manifest unknown",
+		},
+		{
+			name: "create container config error",
+			size: 1, pods: []*corev1.Pod{withContainers(pending("example-a"), waiting("memcached", "CreateContainerConfigError", "container has runAsNonRoot and image will run as root"))},
+			status: corev1.ConditionTrue, reason: "CreateContainerConfigError", message: "pod example-a: container memcached: container has runAsNonRoot and image will run as root",
+		},
+		{
+			name: "a failure without a message is named by its reason",
+			size: 1, pods: []*corev1.Pod{withContainers(pending("example-a"), waiting("memcached", "ErrImageNeverPull", ""))},
+			status: corev1.ConditionTrue, reason: "ErrImageNeverPull", message: "pod example-a: container memcached: ErrImageNeverPull",
+		},
+		{
+			name: "unschedulable",
+			size: 1, pods: []*corev1.Pod{unschedulable},
+			status: corev1.ConditionTrue, reason: "Unschedulable", message: "pod example-a: 0/1 nodes are available: 1 Insufficient memory.",
+		},
+		{
+			name: "init container crash loop",
+			size: 1, pods: []*corev1.Pod{initCrashing},
+			status: corev1.ConditionTrue, reason: "CrashLoopBackOff",
+			message: "pod example-a: container init: back-off restarting failed container that exited with code 64 (Error): " +
+				"Cannot set item size limit higher than 1/2 of memory max.",
+		},
+		{
+			name: "running again after an error, not yet ready",
+			size: 1, pods: []*corev1.Pod{withContainers(running("example-a"), runningAgain)},
+			status: corev1.ConditionTrue, reason: "Error",
+			message: "pod example-a: container memcached: exited with code 64 (Error): Cannot set item size limit higher than 1/2 of memory max.",
+		},
+		{
+			name: "terminated by the OOM killer",
+			size: 1, pods: []*corev1.Pod{withContainers(running("example-a"), oomKilled)},
+			status: corev1.ConditionTrue, reason: "OOMKilled", message: "pod example-a: container memcached: exited with code 137 (OOMKilled)",
+		},
+		{
+			name: "a ready container's old error is history",
+			size: 2, pods: []*corev1.Pod{withContainers(ready("example-a"), recovered), pending("example-b")},
+			status: corev1.ConditionFalse, reason: ReasonPodsStarting, message: "1/2 pods ready",
+		},
+		{
+			name: "a clean exit is no failure",
+			size: 1, pods: []*corev1.Pod{withContainers(running("example-a"), exitedCleanly)},
+			status: corev1.ConditionFalse, reason: ReasonPodsStarting, message: "0/1 pods ready",
+		},
+		{
+			name: "the first failing pod by name is reported",
+			size: 3, pods: []*corev1.Pod{
+				withContainers(pending("example-z"), waiting("memcached", "ImagePullBackOff", "")),
+				withContainers(running("example-b"), crashLooping("example-b", "10s", 1)),
+				ready("example-a"),
+			},
+			status: corev1.ConditionTrue, reason: "CrashLoopBackOff", message: "pod example-b: " + crashLoopMessage,
+		},
+		{
+			name: "a pod being deleted is not reported",
+			size: 1, pods: []*corev1.Pod{deleting, pending("example-new")},
+			status: corev1.ConditionFalse, reason: ReasonPodsStarting, message: "0/1 pods ready",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newMemcached("example", tt.size)
+
+			got := degradedCondition(m, tt.pods)
+
+			want := newCondition(v1alpha1.MemcachedDegraded, tt.status, tt.reason, tt.message)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("got %+v, want %+v", got, want)
+			}
+		})
+	}
+}
+
+func TestAvailableCondition(t *testing.T) {
+	m := newMemcached("example", 0)
+	tests := []struct {
+		name    string
+		size    int32
+		pods    []*corev1.Pod
+		status  corev1.ConditionStatus
+		reason  string
+		message string
+	}{
+		{
+			name: "all ready",
+			size: 2, pods: []*corev1.Pod{newPod(m, "example-a", corev1.PodRunning, true), newPod(m, "example-b", corev1.PodRunning, true)},
+			status: corev1.ConditionTrue, reason: ReasonAllReplicasReady, message: "2/2 pods ready",
+		},
+		{
+			name:   "size 0 without pods",
+			status: corev1.ConditionTrue, reason: ReasonAllReplicasReady, message: "0/0 pods ready",
+		},
+		{
+			name: "more ready than wanted while scaling down",
+			size: 1, pods: []*corev1.Pod{newPod(m, "example-a", corev1.PodRunning, true), newPod(m, "example-b", corev1.PodRunning, true)},
+			status: corev1.ConditionTrue, reason: ReasonAllReplicasReady, message: "2/1 pods ready",
+		},
+		{
+			name: "starting",
+			size: 3, pods: []*corev1.Pod{newPod(m, "example-a", corev1.PodRunning, true), newPod(m, "example-b", corev1.PodPending, false)},
+			status: corev1.ConditionFalse, reason: ReasonPodsNotReady, message: "1/3 pods ready",
+		},
+		{
+			name: "crash loop",
+			size: 1, pods: []*corev1.Pod{withContainers(newPod(m, "example-a", corev1.PodRunning, false), crashLooping("example-a", "10s", 1))},
+			status: corev1.ConditionFalse, reason: ReasonPodsNotReady, message: "0/1 pods ready",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newMemcached("example", tt.size)
+
+			got := availableCondition(m, tt.pods)
+
+			want := newCondition(v1alpha1.MemcachedAvailable, tt.status, tt.reason, tt.message)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("got %+v, want %+v", got, want)
+			}
+		})
+	}
+}
+
+func TestNotOwnedStatusTakesPrecedence(t *testing.T) {
+	earlier := metav1.NewTime(testNow.Add(-time.Hour))
+	m := newMemcached("example", 1)
+	m.Status = computeStatus(m, []*corev1.Pod{newPod(m, "example-a", corev1.PodRunning, true)}, earlier)
+
+	got := notOwnedStatus(m, "taken", testNow)
+
+	want := []v1alpha1.MemcachedCondition{
+		{Type: v1alpha1.MemcachedAvailable, Status: corev1.ConditionFalse, Reason: ReasonDeploymentNotOwned, Message: "taken", LastTransitionTime: testNow},
+		{Type: v1alpha1.MemcachedDegraded, Status: corev1.ConditionTrue, Reason: ReasonDeploymentNotOwned, Message: "taken", LastTransitionTime: testNow},
+	}
+	if !reflect.DeepEqual(got.Conditions, want) {
+		t.Errorf("conditions:\n got %+v\nwant %+v", got.Conditions, want)
+	}
+	if got.Nodes == nil || len(got.Nodes) != 0 || got.Replicas != 0 || got.ReadyReplicas != 0 {
+		t.Errorf("pods: got nodes %#v, %d/%d ready, want none: no pod is the memcached's", got.Nodes, got.ReadyReplicas, got.Replicas)
+	}
+}
+
+// TestStatusIgnoresKubeletChurn checks that kubelet updates which change
+// nothing a user acts on leave the computed status equal to the stored one,
+// so that they cause no write.
+func TestStatusIgnoresKubeletChurn(t *testing.T) {
+	m := newMemcached("example", 2)
+	pod := func(name string, statuses ...corev1.ContainerStatus) *corev1.Pod {
+		return withContainers(newPod(m, name, corev1.PodRunning, false), statuses...)
+	}
+	ready := newPod(m, "example-a", corev1.PodRunning, true)
+	tests := []struct {
+		name          string
+		before, after []*corev1.Pod
+	}{
+		{
+			name:   "resync",
+			before: []*corev1.Pod{ready, newPod(m, "example-b", corev1.PodRunning, true)},
+			after:  []*corev1.Pod{newPod(m, "example-b", corev1.PodRunning, true), ready},
+		},
+		{
+			name:   "crash loop back-off doubles",
+			before: []*corev1.Pod{ready, pod("example-b", crashLooping("example-b", "10s", 1))},
+			after:  []*corev1.Pod{ready, pod("example-b", crashLooping("example-b", "20s", 2))},
+		},
+		{
+			name:   "another pull back-off",
+			before: []*corev1.Pod{ready, pod("example-b", waiting("memcached", "ImagePullBackOff", `Back-off pulling image "memcached:nope"`))},
+			after:  []*corev1.Pod{ready, pod("example-b", waiting("memcached", "ImagePullBackOff", `Back-off pulling image "memcached:nope"`))},
+		},
+		{
+			name:   "still creating",
+			before: []*corev1.Pod{ready, pod("example-b", waiting("memcached", "ContainerCreating", ""))},
+			after:  []*corev1.Pod{ready, pod("example-b", waiting("memcached", "ContainerCreating", ""))},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			stored := m.DeepCopy()
+			stored.Status = computeStatus(m, tt.before, testNow)
+
+			got := computeStatus(stored, tt.after, metav1.NewTime(testNow.Add(time.Minute)))
+
+			if !equality.Semantic.DeepEqual(got, stored.Status) {
+				t.Errorf("status changed:\n got %+v\nwant %+v", got, stored.Status)
 			}
 		})
 	}
@@ -84,7 +358,7 @@ func TestSetCondition(t *testing.T) {
 	}{
 		{
 			name: "added with the current time",
-			set:  degradedCondition(corev1.ConditionFalse, ReasonAsExpected, ""),
+			set:  newCondition(v1alpha1.MemcachedDegraded, corev1.ConditionFalse, ReasonAsExpected, ""),
 			want: []v1alpha1.MemcachedCondition{
 				{Type: v1alpha1.MemcachedDegraded, Status: corev1.ConditionFalse, Reason: ReasonAsExpected, LastTransitionTime: testNow},
 			},
@@ -94,7 +368,7 @@ func TestSetCondition(t *testing.T) {
 			existing: []v1alpha1.MemcachedCondition{
 				{Type: v1alpha1.MemcachedDegraded, Status: corev1.ConditionTrue, Reason: "Old", LastTransitionTime: earlier},
 			},
-			set: degradedCondition(corev1.ConditionTrue, ReasonDeploymentNotOwned, "msg"),
+			set: newCondition(v1alpha1.MemcachedDegraded, corev1.ConditionTrue, ReasonDeploymentNotOwned, "msg"),
 			want: []v1alpha1.MemcachedCondition{
 				{Type: v1alpha1.MemcachedDegraded, Status: corev1.ConditionTrue, Reason: ReasonDeploymentNotOwned, Message: "msg", LastTransitionTime: earlier},
 			},
@@ -105,7 +379,7 @@ func TestSetCondition(t *testing.T) {
 				other,
 				{Type: v1alpha1.MemcachedDegraded, Status: corev1.ConditionTrue, LastTransitionTime: earlier},
 			},
-			set: degradedCondition(corev1.ConditionFalse, ReasonAsExpected, ""),
+			set: newCondition(v1alpha1.MemcachedDegraded, corev1.ConditionFalse, ReasonAsExpected, ""),
 			want: []v1alpha1.MemcachedCondition{
 				other,
 				{Type: v1alpha1.MemcachedDegraded, Status: corev1.ConditionFalse, Reason: ReasonAsExpected, LastTransitionTime: testNow},

@@ -45,7 +45,8 @@ type MemcachedStatus struct {
 	Selector string `json:"selector,omitempty"`
 	// ObservedGeneration is the metadata.generation this status was computed from.
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions report what the operator cannot fix by itself.
+	// Conditions say whether the memcached pods are available and, when
+	// they are not, whether they are still starting or why they fail.
 	Conditions []MemcachedCondition `json:"conditions,omitempty"`
 }
 
@@ -53,8 +54,13 @@ type MemcachedStatus struct {
 type MemcachedConditionType string
 
 const (
+	// MemcachedAvailable is True once at least spec.size memcached pods are
+	// Ready, so a Memcached of size 0 is always available.
+	MemcachedAvailable MemcachedConditionType = "Available"
 	// MemcachedDegraded is True while the operator cannot manage the
-	// Memcached's Deployment, for example because another owner holds its name.
+	// Memcached's Deployment, because another owner holds its name, or while
+	// a memcached pod fails in a way that needs a change from outside, such
+	// as a crash loop, an image that cannot be pulled or no node to run on.
 	MemcachedDegraded MemcachedConditionType = "Degraded"
 )
 

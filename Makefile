@@ -12,6 +12,9 @@ IMG ?= quay.io/example/memcached-operator:v$(VERSION)
 NAMESPACE ?= default
 # KUBECONFIG is the cluster that `make run`, `make deploy` and `make undeploy` talk to.
 KUBECONFIG ?= $(HOME)/.kube/config
+# MEMCACHED_IMAGE, when set, is the memcached image that `make deploy` and `make run`
+# give the operator (its MEMCACHED_IMAGE); empty keeps the operator's default.
+MEMCACHED_IMAGE ?=
 
 OUTPUT := tmp/_output
 BIN := $(OUTPUT)/bin/memcached-operator
@@ -54,7 +57,7 @@ unit: ## Run the operator's unit tests with the race detector.
 
 .PHONY: run
 run: build ## Run the operator locally against KUBECONFIG (the SDK's `up local`).
-	KUBERNETES_CONFIG=$(KUBECONFIG) WATCH_NAMESPACE=$(NAMESPACE) $(BIN) --log-level=debug
+	KUBERNETES_CONFIG=$(KUBECONFIG) WATCH_NAMESPACE=$(NAMESPACE) MEMCACHED_IMAGE=$(MEMCACHED_IMAGE) $(BIN) --log-level=debug
 
 ##@ Local cluster
 
@@ -80,12 +83,20 @@ image: build ## Build the operator image IMG with docker, podman or buildah.
 push: ## Push the operator image IMG.
 	tmp/build/image.sh push "$(IMG)"
 
+.PHONY: images
+images: ## Build the real node's images (pause, memcached, operator per release) into the local registry.
+	test/scripts/images.sh build
+
 ##@ Deploy
 
 .PHONY: deploy
 deploy: ## Apply deploy/ to KUBECONFIG with the operator image IMG.
 	@mkdir -p $(OUTPUT)
 	tmp/build/render-operator.sh "$(IMG)" > $(OUTPUT)/operator.yaml
+	if [[ -n "$(MEMCACHED_IMAGE)" ]]; then \
+		kubectl set env --local -f $(OUTPUT)/operator.yaml -c memcached-operator MEMCACHED_IMAGE="$(MEMCACHED_IMAGE)" -o yaml > $(OUTPUT)/operator.env.yaml; \
+		mv -f $(OUTPUT)/operator.env.yaml $(OUTPUT)/operator.yaml; \
+	fi
 	KUBECONFIG=$(KUBECONFIG) kubectl create namespace $(NAMESPACE) --dry-run=client -o yaml | KUBECONFIG=$(KUBECONFIG) kubectl apply -f -
 	KUBECONFIG=$(KUBECONFIG) kubectl apply -n $(NAMESPACE) -f deploy/crd.yaml -f deploy/sa.yaml -f deploy/rbac.yaml -f $(OUTPUT)/operator.yaml
 
@@ -105,7 +116,7 @@ olm-catalog: ## Render the CSV for VERSION (replacing REPLACES) into deploy/olm-
 test: verify unit e2e ## Run everything CI runs: verify, unit tests, then the end-to-end suites.
 
 .PHONY: e2e
-e2e: build tools ## Run the end-to-end suites (cluster, image, OLM) against local clusters.
+e2e: build tools images ## Run the end-to-end suites (fake nodes, real node, image, OLM) against local clusters.
 	cd test && go test -count=1 -timeout 40m -v ./...
 
 .PHONY: bench
@@ -115,6 +126,12 @@ bench: build tools ## Time how fast 50 Memcached resources converge, at 5 and at
 .PHONY: clean
 clean: ## Remove build outputs (keeps the tool cache; see `make clean-tools`).
 	rm -rf $(OUTPUT)/bin $(OUTPUT)/demo $(OUTPUT)/e2e
+
+.PHONY: clean-images
+clean-images: ## Stop the local registry and remove its images and buildah's storage.
+	test/scripts/registry.sh down
+	rm -rf $(OUTPUT)/registry $(OUTPUT)/images
+	if [[ -d $(OUTPUT)/buildah ]]; then buildah --storage-driver=vfs --root $(OUTPUT)/buildah/root --runroot $(OUTPUT)/buildah/runroot rmi --all --force >/dev/null || true; rm -rf $(OUTPUT)/buildah; fi
 
 .PHONY: clean-tools
 clean-tools: ## Remove the cached Kubernetes, etcd, KWOK and OLM binaries.

@@ -4,6 +4,7 @@ go 1.26.3
 
 require (
 	github.com/blang/semver/v4 v4.0.0
+	github.com/bradfitz/gomemcache v0.0.0-20250403215159-8d39553ac7cf
 	github.com/google/go-containerregistry v0.22.1
 	github.com/operator-framework/api v0.45.0
 	golang.org/x/mod v0.39.0

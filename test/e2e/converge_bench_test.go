@@ -60,7 +60,7 @@ func BenchmarkConverge(b *testing.B) {
 // size nodes and has observed its latest generation.
 func allReady(ctx context.Context, ns *namespace, size int) error {
 	var list struct {
-		Items []memcached `json:"items"`
+		Items []framework.Memcached `json:"items"`
 	}
 	if err := ns.kubectl.GetJSON(ctx, &list, "memcacheds"); err != nil {
 		return err

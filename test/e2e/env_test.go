@@ -157,25 +157,25 @@ func (ns *namespace) scale(name string, size int) {
 }
 
 // waitConverged waits until Memcached name is in the steady state for its spec.size
-// (see converged) and returns what it then observed.
-func (ns *namespace) waitConverged(name string, size int) observed {
+// (see framework.Converged) and returns what it then observed.
+func (ns *namespace) waitConverged(name string, size int) framework.Observed {
 	ns.t.Helper()
-	var o observed
+	var o framework.Observed
 	ns.eventually(fmt.Sprintf("memcached %s/%s to converge on size %d", ns.name, name, size), func(ctx context.Context) error {
 		var err error
-		o, err = observe(ctx, ns.kubectl, name)
+		o, err = framework.Observe(ctx, ns.kubectl, name)
 		if err != nil {
 			return err
 		}
-		return converged(o, size)
+		return framework.Converged(o, size)
 	})
 	return o
 }
 
 // snapshot observes name once and fails the test on error.
-func (ns *namespace) snapshot(name string) observed {
+func (ns *namespace) snapshot(name string) framework.Observed {
 	ns.t.Helper()
-	o, err := observe(context.Background(), ns.kubectl, name)
+	o, err := framework.Observe(context.Background(), ns.kubectl, name)
 	if err != nil {
 		ns.t.Fatal(err)
 	}
@@ -183,8 +183,8 @@ func (ns *namespace) snapshot(name string) observed {
 }
 
 // events returns the Events about Memcached name with the given reason.
-func (ns *namespace) events(ctx context.Context, name, reason string) ([]event, error) {
-	var list struct{ Items []event }
+func (ns *namespace) events(ctx context.Context, name, reason string) ([]framework.Event, error) {
+	var list struct{ Items []framework.Event }
 	err := ns.kubectl.GetJSON(ctx, &list, "events",
 		"--field-selector", "involvedObject.kind=Memcached,involvedObject.name="+name+",reason="+reason)
 	return list.Items, err

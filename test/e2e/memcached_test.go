@@ -17,7 +17,7 @@ func TestCreate(t *testing.T) {
 	ns.startOperator()
 	ns.createMemcached("cache", 3)
 	o := ns.waitConverged("cache", 3)
-	t.Logf("status.nodes = %v", o.memcached.Status.Nodes)
+	t.Logf("status.nodes = %v", o.Memcached.Status.Nodes)
 
 	t.Run("the operator runs as its ServiceAccount with deploy/rbac.yaml", func(t *testing.T) {
 		ctx := context.Background()
@@ -83,7 +83,7 @@ func TestScale(t *testing.T) {
 	first := ns.waitConverged("cache", 1)
 	// Scaling must never roll the Deployment: every pod, through every step,
 	// comes from the first pod's template.
-	hash := first.pods[0].Metadata.Labels["pod-template-hash"]
+	hash := first.Pods[0].Metadata.Labels["pod-template-hash"]
 
 	steps := []struct {
 		name   string
@@ -101,10 +101,10 @@ func TestScale(t *testing.T) {
 		ok := t.Run(s.name, func(t *testing.T) {
 			s.change("cache", s.size)
 			o := ns.waitConverged("cache", s.size)
-			if s.size == 0 && o.memcached.Status.Nodes == nil {
+			if s.size == 0 && o.Memcached.Status.Nodes == nil {
 				t.Errorf("status.nodes is absent at size 0, want an empty list")
 			}
-			for _, p := range o.pods {
+			for _, p := range o.Pods {
 				if got := p.Metadata.Labels["pod-template-hash"]; got != hash {
 					t.Errorf("pod %s has pod-template-hash %q, want %q: scaling rolled the deployment", p.Metadata.Name, got, hash)
 				}
@@ -124,21 +124,21 @@ func TestDrift(t *testing.T) {
 	before := ns.waitConverged("cache", 3)
 
 	ok := t.Run("replicas edited on the Deployment are restored", func(t *testing.T) {
-		gen := before.deployment.Metadata.Generation
+		gen := before.Deployment.Metadata.Generation
 		ns.run("scale", "deployment/cache", "--replicas=5")
 		// The edit and the operator's restore each bump the Deployment's generation.
 		ns.eventually("the operator to restore replicas 3 after the edit to 5", func(ctx context.Context) error {
-			o, err := observe(ctx, ns.kubectl, "cache")
+			o, err := framework.Observe(ctx, ns.kubectl, "cache")
 			if err != nil {
 				return err
 			}
-			if o.deployment == nil || o.deployment.Metadata.Generation < gen+2 {
+			if o.Deployment == nil || o.Deployment.Metadata.Generation < gen+2 {
 				return fmt.Errorf("deployment generation is still below %d (edit and restore)", gen+2)
 			}
-			return converged(o, 3)
+			return framework.Converged(o, 3)
 		})
-		if o := ns.snapshot("cache"); o.deployment.Metadata.UID != before.deployment.Metadata.UID {
-			t.Errorf("deployment was replaced (uid %s -> %s), want it scaled in place", before.deployment.Metadata.UID, o.deployment.Metadata.UID)
+		if o := ns.snapshot("cache"); o.Deployment.Metadata.UID != before.Deployment.Metadata.UID {
+			t.Errorf("deployment was replaced (uid %s -> %s), want it scaled in place", before.Deployment.Metadata.UID, o.Deployment.Metadata.UID)
 		}
 	})
 	if !ok {
@@ -147,14 +147,14 @@ func TestDrift(t *testing.T) {
 	t.Run("a deleted Deployment is recreated", func(t *testing.T) {
 		ns.run("delete", "deployment", "cache", "--wait=true")
 		ns.eventually("a new deployment cache with 3 Running pods", func(ctx context.Context) error {
-			o, err := observe(ctx, ns.kubectl, "cache")
+			o, err := framework.Observe(ctx, ns.kubectl, "cache")
 			if err != nil {
 				return err
 			}
-			if o.deployment != nil && o.deployment.Metadata.UID == before.deployment.Metadata.UID {
-				return fmt.Errorf("deployment still has the deleted uid %s", before.deployment.Metadata.UID)
+			if o.Deployment != nil && o.Deployment.Metadata.UID == before.Deployment.Metadata.UID {
+				return fmt.Errorf("deployment still has the deleted uid %s", before.Deployment.Metadata.UID)
 			}
-			return converged(o, 3)
+			return framework.Converged(o, 3)
 		})
 	})
 }
@@ -189,7 +189,7 @@ func TestGarbageCollection(t *testing.T) {
 		return nil
 	})
 	o := ns.waitConverged("keep", 1)
-	if o.deployment.Metadata.UID != keep.deployment.Metadata.UID {
+	if o.Deployment.Metadata.UID != keep.Deployment.Metadata.UID {
 		t.Errorf("deployment keep was replaced while cache was collected")
 	}
 }
@@ -220,7 +220,7 @@ spec:
         - name: main
           image: registry.example.com/someone-else:1.0
 `)
-	var foreign deployment
+	var foreign framework.Deployment
 	if err := ns.kubectl.GetJSON(context.Background(), &foreign, "deployment", "cache"); err != nil {
 		t.Fatal(err)
 	}
@@ -241,16 +241,16 @@ spec:
 	})
 	t.Run("the Memcached is Degraded with reason DeploymentNotOwned", func(t *testing.T) {
 		ns.eventually("condition Degraded=True", func(ctx context.Context) error {
-			o, err := observe(ctx, ns.kubectl, "cache")
+			o, err := framework.Observe(ctx, ns.kubectl, "cache")
 			if err != nil {
 				return err
 			}
-			c := o.memcached.condition("Degraded")
+			c := o.Memcached.Condition("Degraded")
 			if c == nil || c.Status != "True" || c.Reason != "DeploymentNotOwned" {
 				return fmt.Errorf("condition Degraded = %+v, want True with reason DeploymentNotOwned", c)
 			}
-			if len(o.memcached.Status.Nodes) != 0 {
-				return fmt.Errorf("status.nodes = %v, want none: no pod is the Memcached's", o.memcached.Status.Nodes)
+			if len(o.Memcached.Status.Nodes) != 0 {
+				return fmt.Errorf("status.nodes = %v, want none: no pod is the Memcached's", o.Memcached.Status.Nodes)
 			}
 			return nil
 		})
@@ -259,7 +259,7 @@ spec:
 		// The operator keeps retrying the Memcached with backoff; watch the
 		// Deployment through several retries, then check it field by field.
 		err := framework.Consistently(context.Background(), 5*time.Second, "the foreign deployment's generation", func(ctx context.Context) error {
-			var d deployment
+			var d framework.Deployment
 			if err := ns.kubectl.GetJSON(ctx, &d, "deployment", "cache"); err != nil {
 				return err
 			}
@@ -271,7 +271,7 @@ spec:
 		if err != nil {
 			t.Error(err)
 		}
-		var now deployment
+		var now framework.Deployment
 		if err := ns.kubectl.GetJSON(context.Background(), &now, "deployment", "cache"); err != nil {
 			t.Fatal(err)
 		}
@@ -284,8 +284,8 @@ spec:
 		if len(now.Metadata.OwnerReferences) != 0 {
 			t.Errorf("deployment ownerReferences = %+v, want none", now.Metadata.OwnerReferences)
 		}
-		if deref(now.Spec.Replicas) != 1 || now.Metadata.Labels["app"] != "someone-else" || now.Metadata.Labels["memcached_cr"] != "" {
-			t.Errorf("deployment replicas %v labels %v, want 1 and app=someone-else only", deref(now.Spec.Replicas), now.Metadata.Labels)
+		if framework.Deref(now.Spec.Replicas) != 1 || now.Metadata.Labels["app"] != "someone-else" || now.Metadata.Labels["memcached_cr"] != "" {
+			t.Errorf("deployment replicas %v labels %v, want 1 and app=someone-else only", framework.Deref(now.Spec.Replicas), now.Metadata.Labels)
 		}
 	})
 }
@@ -304,12 +304,12 @@ func TestNamespaces(t *testing.T) {
 		// The Deployment and pod watches, the Memcached watch's initial list and the
 		// retries all happen within seconds; a window of 15s covers them.
 		err := framework.Consistently(context.Background(), 15*time.Second, "nothing happening in "+b.name, func(ctx context.Context) error {
-			o, err := observe(ctx, b.kubectl, "cache")
+			o, err := framework.Observe(ctx, b.kubectl, "cache")
 			if err != nil {
 				return err
 			}
-			if o.deployment != nil || len(o.pods) > 0 || o.memcached.Status.Nodes != nil || o.memcached.Status.Conditions != nil {
-				return fmt.Errorf("unwatched namespace %s changed: deployment %v, %d pods, status %+v", b.name, o.deployment != nil, len(o.pods), o.memcached.Status)
+			if o.Deployment != nil || len(o.Pods) > 0 || o.Memcached.Status.Nodes != nil || o.Memcached.Status.Conditions != nil {
+				return fmt.Errorf("unwatched namespace %s changed: deployment %v, %d pods, status %+v", b.name, o.Deployment != nil, len(o.Pods), o.Memcached.Status)
 			}
 			return nil
 		})
@@ -323,7 +323,7 @@ func TestNamespaces(t *testing.T) {
 	ok = t.Run("a second operator manages its own namespace", func(t *testing.T) {
 		b.startOperator()
 		b.waitConverged("cache", 1)
-		if o := a.waitConverged("cache", 2); o.deployment.Metadata.UID != aBefore.deployment.Metadata.UID {
+		if o := a.waitConverged("cache", 2); o.Deployment.Metadata.UID != aBefore.Deployment.Metadata.UID {
 			t.Errorf("deployment cache in %s was replaced", a.name)
 		}
 	})
@@ -346,11 +346,11 @@ func TestNamespaces(t *testing.T) {
 			return nil
 		})
 		o := a.waitConverged("cache", 3)
-		if o.deployment.Metadata.UID != aBefore.deployment.Metadata.UID {
+		if o.Deployment.Metadata.UID != aBefore.Deployment.Metadata.UID {
 			t.Errorf("deployment in %s was replaced", a.name)
 		}
-		if bBefore.deployment.Metadata.UID == o.deployment.Metadata.UID {
-			t.Errorf("the two namespaces share a deployment uid %s", o.deployment.Metadata.UID)
+		if bBefore.Deployment.Metadata.UID == o.Deployment.Metadata.UID {
+			t.Errorf("the two namespaces share a deployment uid %s", o.Deployment.Metadata.UID)
 		}
 	})
 }
@@ -416,7 +416,7 @@ func TestOperatorRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 		o := ns.waitConverged("cache", 6)
-		if o.deployment.Metadata.UID != before.deployment.Metadata.UID {
+		if o.Deployment.Metadata.UID != before.Deployment.Metadata.UID {
 			t.Errorf("deployment cache was replaced, want it scaled in place")
 		}
 		ns.waitConverged("later", 1)
@@ -432,10 +432,10 @@ func progress(t *testing.T, ns *namespace, burst int) string {
 	var deployments, done int
 	for i := range burst {
 		o := ns.snapshot(fmt.Sprintf("burst-%d", i))
-		if o.deployment != nil {
+		if o.Deployment != nil {
 			deployments++
 		}
-		if converged(o, 2) == nil {
+		if framework.Converged(o, 2) == nil {
 			done++
 		}
 	}

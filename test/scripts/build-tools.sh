@@ -18,12 +18,15 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 MODULES=(kube kwok olm)
 
-# tools_kube: Kubernetes control plane and kubectl, etcd, and deepcopy-gen for tmp/codegen.
+# tools_kube: Kubernetes control plane and kubectl, the real node's kubelet and
+# kube-proxy, etcd, and deepcopy-gen for tmp/codegen.
 tools_kube() {
   cat <<'EOF'
 kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
 kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
 kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
+kubelet k8s.io/kubernetes/cmd/kubelet
+kube-proxy k8s.io/kubernetes/cmd/kube-proxy
 kubectl k8s.io/kubernetes/cmd/kubectl
 etcd go.etcd.io/etcd/server/v3
 deepcopy-gen k8s.io/code-generator/cmd/deepcopy-gen

@@ -8,7 +8,9 @@
 # Usage:
 #   cluster.sh up NAME KUBECONFIG [NODES]   create NAME, or reuse it when it is healthy,
 #                                           or restart it cleanly; write an admin
-#                                           kubeconfig; ensure NODES fake nodes (3).
+#                                           kubeconfig; ensure NODES fake nodes (3; 0
+#                                           for a cluster whose only node is the real
+#                                           one of node.sh).
 #   cluster.sh recreate NAME KUBECONFIG [NODES]
 #                                           delete NAME if it exists, then create it
 #                                           fresh (test suites: no leftover objects).
@@ -27,6 +29,11 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 KWOKCTL="${TOOLS_BIN}/kwokctl"
 KUBECTL="${TOOLS_BIN}/kubectl"
 CLUSTER_TOOLS=(kwokctl kwok kube-apiserver kube-controller-manager kube-scheduler kubectl etcd)
+# Addresses from 198.18.0.0/15, the range reserved for network tests (see write_config).
+SERVICE_CIDR="198.19.0.0/24"
+SERVICE_IP="198.19.0.1"
+ADVERTISE_IP="198.18.0.1"
+FAKE_POD_CIDR="198.18.64.0/18"
 
 # exists succeeds when kwokctl knows cluster NAME.
 exists() {
@@ -47,13 +54,58 @@ write_kubeconfig() {
   mv -f "${file}.tmp" "${file}"
 }
 
+# write_config writes the kwokctl configuration of cluster NAME to FILE:
+#   - Services get 198.19.0.0/24 and the API server advertises 198.18.0.1, the real
+#     node's bridge (node.sh): addresses reserved for network tests, so that nothing
+#     a pod sends to the `kubernetes` Service goes to a private or public range; the
+#     serving certificate names the Service's IP for in-cluster clients;
+#   - the API server reaches kubelets with the admin certificate, by InternalIP, so
+#     `kubectl logs` and `exec` work on the real node;
+#   - kwok-controller manages only the nodes `kwokctl scale node` creates (annotated
+#     kwok.x-k8s.io/node=fake), never the real node, and gives their pods IPs from
+#     198.18.64.0/18;
+#   - kube-controller-manager and kube-scheduler run without leader election: each is
+#     alone, and with election on they exit for good when an API server outage
+#     outlasts their lease.
+write_config() {
+  local name="$1" file="$2" pki="${KWOK_WORKDIR}/clusters/$1/pki"
+  cat >"${file}" <<EOF
+apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokctlConfiguration
+options:
+  kubeApiserverCertSANs:
+    - ${SERVICE_IP}
+componentsPatches:
+  - name: kube-apiserver
+    extraArgs:
+      - {key: service-cluster-ip-range, value: ${SERVICE_CIDR}}
+      - {key: advertise-address, value: ${ADVERTISE_IP}}
+      - {key: kubelet-client-certificate, value: ${pki}/admin.crt}
+      - {key: kubelet-client-key, value: ${pki}/admin.key}
+      - {key: kubelet-preferred-address-types, value: "InternalIP,Hostname"}
+  - name: kube-controller-manager
+    extraArgs:
+      - {key: leader-elect, value: "false"}
+  - name: kube-scheduler
+    extraArgs:
+      - {key: leader-elect, value: "false"}
+  - name: kwok-controller
+    extraArgs:
+      - {key: manage-all-nodes, value: "false", override: true}
+      - {key: manage-nodes-with-annotation-selector, value: "kwok.x-k8s.io/node=fake"}
+      - {key: cidr, value: ${FAKE_POD_CIDR}}
+EOF
+}
+
 create() {
-  local name="$1" kubeconfig="$2"
+  local name="$1" kubeconfig="$2" config="${KWOK_WORKDIR}/${1}.kwokctl.yaml"
   log "creating cluster ${name} (Kubernetes $("${KUBECTL}" version --client -o yaml | sed -n 's/^ *gitVersion: //p'))"
   mkdir -p "$(dirname "${kubeconfig}")"
+  write_config "${name}" "${config}"
   # --kubeconfig is where kwokctl adds the cluster's context; we give it the cluster's
   # own file so the user's ~/.kube/config is never read or changed.
   "${KWOKCTL}" -v WARN create cluster \
+    --config "${config}" \
     --name "${name}" \
     --runtime binary \
     --kubeconfig "${kubeconfig}" \
@@ -92,9 +144,11 @@ cmd_up() {
   write_kubeconfig "${name}" "${kubeconfig}"
   wait_for 60 "cluster ${name} to answer /readyz" healthy "${kubeconfig}"
 
-  log "ensuring ${nodes} fake nodes"
-  "${KWOKCTL}" -v WARN scale node --name "${name}" --replicas "${nodes}" >&2
-  wait_for 60 "${nodes} Ready nodes" nodes_ready "${kubeconfig}" "${nodes}"
+  if ((nodes > 0)); then
+    log "ensuring ${nodes} fake nodes"
+    "${KWOKCTL}" -v WARN scale node --name "${name}" --replicas "${nodes}" >&2
+    wait_for 60 "${nodes} Ready nodes" nodes_ready "${kubeconfig}" "${nodes}"
+  fi
   log "cluster ${name} is ready (KUBECONFIG=${kubeconfig})"
 }
 
@@ -115,7 +169,7 @@ cmd_down() {
     log "deleting cluster ${name}"
     "${KWOKCTL}" -v WARN delete cluster --name "${name}" --kubeconfig "${kubeconfig}" >&2
   fi
-  rm -f "${kubeconfig}"
+  rm -f "${kubeconfig}" "${KWOK_WORKDIR}/${name}.kwokctl.yaml"
 }
 
 cmd_recreate() {

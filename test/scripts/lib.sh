@@ -20,6 +20,10 @@ export KUBECACHEDIR="${KUBECACHEDIR:-${OUTPUT}/kube-cache}"
 # KWOK_KUBECTL_BINARY makes kwokctl use our kubectl instead of downloading one.
 export KWOK_KUBECTL_BINARY="${TOOLS_BIN}/kubectl"
 
+# REGISTRY_ADDR is the local image registry (test/scripts/registry.sh) that the real
+# node pulls from. It listens on loopback only.
+export REGISTRY_ADDR="${REGISTRY_ADDR:-127.0.0.1:5000}"
+
 # log prints a progress line to stderr.
 log() {
   printf '==> %s\n' "$*" >&2

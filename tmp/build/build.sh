@@ -7,6 +7,8 @@
 #   VERSION  operator version stamped into pkg/version.Version
 #            (unset: keep the default compiled into pkg/version).
 #   GOOS, GOARCH  target platform (default: the host's; the image needs linux).
+#   OUT      where to write the binary (default: tmp/_output/bin/memcached-operator),
+#            so that an image of another version can be built beside a running one.
 set -o errexit -o nounset -o pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -15,7 +17,7 @@ cd "${repo_root}"
 command -v go >/dev/null 2>&1 || { echo "build.sh: go is not installed or not on PATH" >&2; exit 1; }
 
 readonly pkg="github.com/example-inc/memcached-operator"
-readonly out="tmp/_output/bin/memcached-operator"
+readonly out="${OUT:-tmp/_output/bin/memcached-operator}"
 
 git_commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 ldflags="-s -w -X ${pkg}/pkg/version.GitCommit=${git_commit}"

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# images.sh builds the images that the local cluster's real node runs and pushes
+# them to the local registry (test/scripts/registry.sh, started when needed). All of
+# them build offline, FROM scratch, with buildah (vfs storage in tmp/_output/buildah):
+#   pause      the pod sandbox image (test/images/pause, a static Go program);
+#   memcached  Debian's memcached package: the binary, the libraries ldd lists and a
+#              memcache user with uid 11211 (test/images/memcached/Dockerfile);
+#   operator   the operator image (tmp/build/Dockerfile), once per release under
+#              deploy/olm-catalog (0.0.1, 0.0.2...), each binary stamped with its
+#              version, so OLM upgrades between two real images.
+# These are local builds, not the upstream images: their names say so (local/...,
+# and the registry's address).
+#
+# Usage:
+#   images.sh build [IMAGE...]      build and push IMAGE (pause, memcached, operator;
+#                                   default: all)
+#   images.sh ref pause|memcached   print the image reference
+#   images.sh ref operator VERSION  print the operator image reference of VERSION
+set -o errexit -o nounset -o pipefail
+
+# shellcheck source=test/scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+BUILD_DIR="${OUTPUT}/images"
+BUILDAH=(buildah --storage-driver=vfs --root "${OUTPUT}/buildah/root" --runroot "${OUTPUT}/buildah/runroot")
+
+# memcached_version prints the upstream version of the installed memcached (1.6.18).
+memcached_version() {
+  memcached -V | awk '{print $2}'
+}
+
+ref() {
+  case "$1" in
+    pause) echo "${REGISTRY_ADDR}/local/pause:1.0" ;;
+    memcached) echo "${REGISTRY_ADDR}/local/memcached:$(memcached_version)" ;;
+    operator)
+      (($# == 2)) || fatal "usage: images.sh ref operator VERSION"
+      echo "${REGISTRY_ADDR}/example/memcached-operator:v$2"
+      ;;
+    *) fatal "unknown image $1 (pause, memcached, operator)" ;;
+  esac
+}
+
+# catalog_versions prints the operator releases that deploy/olm-catalog holds.
+catalog_versions() {
+  find "${ROOT}/deploy/olm-catalog/memcached-operator" -mindepth 1 -maxdepth 1 -type d -printf '%f\n' | sort -V
+}
+
+# build_push builds DOCKERFILE with CONTEXT as IMAGE and pushes it.
+build_push() {
+  local image="$1" dockerfile="$2" context="$3"
+  shift 3
+  log "building ${image}"
+  "${BUILDAH[@]}" bud --quiet --isolation=chroot --cni-config-dir="${OUTPUT}/buildah/cni" "$@" -f "${dockerfile}" -t "${image}" "${context}" >/dev/null
+  "${BUILDAH[@]}" push --quiet --tls-verify=false "${image}"
+}
+
+build_pause() {
+  local ctx="${BUILD_DIR}/pause"
+  rm -rf "${ctx}" && mkdir -p "${ctx}"
+  (cd "${ROOT}/test" && CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags '-s -w' -o "${ctx}/pause" ./images/pause)
+  build_push "$(ref pause)" "${ROOT}/test/images/pause/Dockerfile" "${ctx}"
+}
+
+build_memcached() {
+  require_cmds memcached ldd
+  local ctx="${BUILD_DIR}/memcached" bin lib
+  bin="$(command -v memcached)"
+  rm -rf "${ctx}" && mkdir -p "${ctx}/rootfs/usr/local/bin" "${ctx}/rootfs/etc"
+  cp -L "${bin}" "${ctx}/rootfs/usr/local/bin/memcached"
+  # Every library with an absolute path (the vdso has none), at the path the
+  # dynamic linker looks for it.
+  while read -r lib; do
+    mkdir -p "${ctx}/rootfs$(dirname "${lib}")"
+    cp -L "${lib}" "${ctx}/rootfs${lib}"
+  done < <(ldd "${bin}" | grep -o '/[^ ]*' | sort -u)
+  echo 'memcache:x:11211:11211:memcached:/nonexistent:/usr/sbin/nologin' >"${ctx}/rootfs/etc/passwd"
+  echo 'memcache:x:11211:' >"${ctx}/rootfs/etc/group"
+  build_push "$(ref memcached)" "${ROOT}/test/images/memcached/Dockerfile" "${ctx}"
+}
+
+# build_operator builds one operator binary per catalog release into its own folder
+# (never over tmp/_output/bin, which running tests use) and an image from each.
+build_operator() {
+  local version ctx
+  for version in $(catalog_versions); do
+    ctx="${BUILD_DIR}/operator-${version}"
+    rm -rf "${ctx}" && mkdir -p "${ctx}/tmp/_output/bin"
+    GOOS=linux VERSION="${version}" OUT="${ctx}/tmp/_output/bin/memcached-operator" "${ROOT}/tmp/build/build.sh" >&2
+    build_push "$(ref operator "${version}")" "${ROOT}/tmp/build/Dockerfile" "${ctx}" \
+      --build-arg "VERSION=${version}" \
+      --build-arg "GIT_COMMIT=$(git -C "${ROOT}" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  done
+}
+
+cmd_build() {
+  require_cmds buildah go
+  local images=("$@") image
+  ((${#images[@]} > 0)) || images=(pause memcached operator)
+  for image in "${images[@]}"; do
+    [[ "${image}" =~ ^(pause|memcached|operator)$ ]] || fatal "unknown image ${image} (pause, memcached, operator)"
+  done
+  "${ROOT}/test/scripts/registry.sh" up
+  mkdir -p "${BUILD_DIR}"
+  for image in "${images[@]}"; do
+    "build_${image}"
+  done
+}
+
+main() {
+  (($# >= 1)) || fatal "usage: images.sh build [IMAGE...] | ref IMAGE [VERSION]"
+  local cmd="$1"
+  shift
+  case "${cmd}" in
+    build) cmd_build "$@" ;;
+    ref) ref "$@" ;;
+    -h | --help) sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' ;;
+    *) fatal "unknown command ${cmd}" ;;
+  esac
+}
+
+main "$@"

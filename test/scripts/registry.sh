@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# registry.sh runs the local image registry that the real node pulls from: Debian's
+# docker-registry on 127.0.0.1 only, plain HTTP, storage in tmp/_output/registry.
+# One registry serves every local cluster; it keeps running until `down`.
+#
+# Usage:
+#   registry.sh up       start it unless it already answers (idempotent)
+#   registry.sh down     stop it (the stored images stay; `make clean-images` drops them)
+#   registry.sh status   succeed when it answers /v2/
+#   registry.sh addr     print its address (REGISTRY_ADDR, default 127.0.0.1:5000)
+set -o errexit -o nounset -o pipefail
+
+# shellcheck source=test/scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+REGISTRY_DIR="${OUTPUT}/registry"
+PID_FILE="${REGISTRY_DIR}/registry.pid"
+LOG_FILE="${REGISTRY_DIR}/registry.log"
+
+# answers succeeds when the registry's API root answers.
+answers() {
+  curl -fsS --max-time 2 "http://${REGISTRY_ADDR}/v2/" >/dev/null 2>&1
+}
+
+cmd_up() {
+  require_cmds docker-registry curl setsid
+  [[ "${REGISTRY_ADDR}" == 127.0.0.1:* ]] || fatal "REGISTRY_ADDR=${REGISTRY_ADDR} must be on 127.0.0.1: the registry is for this machine only"
+  if answers; then
+    pid_alive "${PID_FILE}" || fatal "something else answers on ${REGISTRY_ADDR}; stop it or set REGISTRY_ADDR"
+    return 0
+  fi
+  mkdir -p "${REGISTRY_DIR}/storage"
+  cat >"${REGISTRY_DIR}/config.yml" <<CONFIG
+version: 0.1
+log:
+  level: warn
+storage:
+  filesystem:
+    rootdirectory: ${REGISTRY_DIR}/storage
+  delete:
+    enabled: true
+http:
+  addr: ${REGISTRY_ADDR}
+CONFIG
+  log "starting docker-registry on ${REGISTRY_ADDR} (log: ${LOG_FILE#"${ROOT}/"})"
+  setsid docker-registry serve "${REGISTRY_DIR}/config.yml" >>"${LOG_FILE}" 2>&1 </dev/null 8>&- 9>&- &
+  echo "$!" >"${PID_FILE}"
+  if ! wait_for 30 "docker-registry on ${REGISTRY_ADDR}" answers; then
+    tail -n 20 "${LOG_FILE}" >&2
+    fatal "docker-registry did not start"
+  fi
+}
+
+cmd_down() {
+  if pid_alive "${PID_FILE}"; then
+    local pid
+    pid="$(<"${PID_FILE}")"
+    log "stopping docker-registry (pid ${pid})"
+    kill -TERM "${pid}"
+    wait_for 15 "docker-registry to exit" bash -c "! kill -0 ${pid}" || kill -KILL "${pid}" 2>/dev/null || true
+  fi
+  rm -f "${PID_FILE}"
+}
+
+main() {
+  case "${1:-}" in
+    up) cmd_up ;;
+    down) cmd_down ;;
+    status) answers ;;
+    addr) echo "${REGISTRY_ADDR}" ;;
+    -h | --help) sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' ;;
+    *) fatal "usage: registry.sh up|down|status|addr" ;;
+  esac
+}
+
+main "$@"

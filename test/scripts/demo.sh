@@ -1,21 +1,28 @@
 #!/usr/bin/env bash
-# demo.sh runs the getting-started guide on a local Kubernetes cluster.
+# demo.sh runs the getting-started guide on a local Kubernetes 1.37 cluster.
 #
 # Usage:
-#   demo.sh up     build what is missing, start (or reuse) the local cluster, apply
-#                  deploy/crd.yaml, sa.yaml and rbac.yaml, run the operator as a local
-#                  process with the memcached-operator ServiceAccount's credentials,
-#                  create memcached-for-wordpress and memcached-for-drupal, wait for
-#                  their pods and status, and print them. Leaves everything running.
-#   demo.sh down   stop the operator, delete the cluster and tmp/_output/demo.
+#   demo.sh up     build what is missing, start (or reuse) the local cluster, deploy the
+#                  operator, create memcached-for-wordpress and memcached-for-drupal,
+#                  wait for their pods and status, and print them. Leaves everything
+#                  running.
+#   demo.sh down   stop the operator, the real node and the local registry, delete the
+#                  cluster and tmp/_output/demo.
 #
-# deploy/operator.yaml is not applied: it would run the operator image in a pod, and
-# KWOK nodes run no containers. The operator runs as a local process instead, in the
-# SDK's `up local` mode (KUBERNETES_CONFIG), but with a ServiceAccount token, so
-# deploy/rbac.yaml is exactly what it is allowed to do.
+# On a machine that can run the real node (node.sh check: root, containerd, runc,
+# the CNI plugins), the demo is the guide for real: the cluster's only node is a real
+# kubelet; `make deploy` runs the operator image in a pod with its ServiceAccount;
+# memcached pods start from an image of Debian's memcached and pass their probes; and
+# a memcached client (test/cmd/mcclient) stores and reads keys through them.
 #
-# Environment: DEMO_NAMESPACE (default: default), DEMO_NODES (default: 3),
-# DEMO_TIMEOUT seconds to wait for the resources (default: 120).
+# Where the real node cannot run, demo.sh says why and falls back to KWOK fake nodes,
+# on which pods go Running without containers: the operator then runs as a local
+# process (the SDK's `up local`) with its ServiceAccount's token, and there is no
+# memcached to talk to.
+#
+# Environment: DEMO_NODE (real or fake; default: real where the machine can run it),
+# DEMO_NAMESPACE (default: default), DEMO_NODES (fake nodes, default: 3), DEMO_TIMEOUT
+# seconds to wait for the resources (default: 180).
 set -o errexit -o nounset -o pipefail
 
 # shellcheck source=test/scripts/lib.sh
@@ -31,18 +38,27 @@ OPERATOR_LOG="${DEMO_DIR}/operator.log"
 # its descriptor (9) is closed for every long-lived child (cluster, operator), so
 # only demo.sh itself ever holds it.
 LOCK="${OUTPUT}/.demo.lock"
+MODE_FILE="${DEMO_DIR}/mode"
+MCCLIENT="${OUTPUT}/bin/mcclient"
 NAMESPACE="${DEMO_NAMESPACE:-default}"
 NODES="${DEMO_NODES:-3}"
-TIMEOUT="${DEMO_TIMEOUT:-120}"
+TIMEOUT="${DEMO_TIMEOUT:-180}"
 RESOURCES=(memcached-for-wordpress memcached-for-drupal)
+CLUSTER_TOOLS=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwokctl)
 
 kubectl() {
   "${TOOLS_BIN}/kubectl" --kubeconfig "${KUBECONFIG_FILE}" --namespace "${NAMESPACE}" "$@"
 }
 
+# build builds the tools MODE needs, and the operator.
 build() {
-  # Only what the cluster needs (not deepcopy-gen, nor tools later modules add).
-  "${ROOT}/test/scripts/build-tools.sh" kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwokctl
+  local mode="$1"
+  # Only what the cluster needs (not deepcopy-gen, nor OLM).
+  if [[ "${mode}" == real ]]; then
+    "${ROOT}/test/scripts/build-tools.sh" "${CLUSTER_TOOLS[@]}" kubelet kube-proxy
+  else
+    "${ROOT}/test/scripts/build-tools.sh" "${CLUSTER_TOOLS[@]}"
+  fi
   # The operator is rebuilt every time (a no-op when nothing changed), so the demo
   # never runs a stale binary.
   if [[ -x "${ROOT}/tmp/build/build.sh" ]]; then
@@ -113,15 +129,164 @@ spec:
 EOF
 }
 
-# converged succeeds when NAME has spec.size Running pods and status.nodes lists
-# exactly their names.
+# converged succeeds when NAME has spec.size Running pods, as many Ready ones in
+# its status, and status.nodes lists exactly their names.
 converged() {
-  local name="$1" size running nodes pods
+  local name="$1" size running ready nodes pods
   size="$(kubectl get memcached "${name}" -o jsonpath='{.spec.size}')"
+  ready="$(kubectl get memcached "${name}" -o jsonpath='{.status.readyReplicas}')"
   running="$(kubectl get pods -l "memcached_cr=${name}" --field-selector=status.phase=Running -o name | wc -l)"
   pods="$(kubectl get pods -l "memcached_cr=${name}" -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}' | sort | paste -sd' ')"
   nodes="$(kubectl get memcached "${name}" -o jsonpath='{range .status.nodes[*]}{@}{"\n"}{end}' | paste -sd' ')"
-  [[ "${running}" -eq "${size}" && -n "${nodes}" && "${nodes}" == "${pods}" ]]
+  [[ "${running}" -eq "${size}" && "${ready:-0}" -eq "${size}" && -n "${nodes}" && "${nodes}" == "${pods}" ]]
+}
+
+# pick_mode prints real or fake (see DEMO_NODE in the header).
+pick_mode() {
+  local problems
+  case "${DEMO_NODE:-}" in
+    fake)
+      echo fake
+      return
+      ;;
+    real | "") ;;
+    *) fatal "DEMO_NODE=${DEMO_NODE} must be real or fake" ;;
+  esac
+  if problems="$("${ROOT}/test/scripts/node.sh" check 2>&1)"; then
+    echo real
+    return
+  fi
+  [[ -z "${DEMO_NODE:-}" ]] || fatal "DEMO_NODE=real, but ${problems}"
+  log "${problems}"
+  log "falling back to KWOK fake nodes: the operator runs as a local process and no memcached container starts (DEMO_NODE=fake says so without this notice)"
+  echo fake
+}
+
+# apply_crd applies deploy/crd.yaml and makes sure the namespace exists.
+apply_crd() {
+  log "applying deploy/crd.yaml; namespace ${NAMESPACE}"
+  kubectl apply -f "${ROOT}/deploy/crd.yaml" >&2
+  kubectl wait --for=condition=Established --timeout=60s crd/memcacheds.cache.example.com >&2
+  if ! kubectl get namespace "${NAMESPACE}" >/dev/null 2>&1; then
+    kubectl create namespace "${NAMESPACE}" >&2
+  fi
+}
+
+wait_converged() {
+  local name
+  for name in "${RESOURCES[@]}"; do
+    if ! wait_for "${TIMEOUT}" "${name} to have Ready pods and status.nodes" converged "${name}"; then
+      kubectl describe memcached "${name}" >&2 || true
+      kubectl get pods -o wide >&2 || true
+      if [[ "$1" == real ]]; then
+        kubectl logs deployment/memcached-operator --tail=30 >&2 || true
+      else
+        tail -n 30 "${OPERATOR_LOG}" >&2
+      fi
+      fatal "the demo did not converge; everything is left running for inspection (make demo-down stops it)"
+    fi
+  done
+}
+
+up_fake() {
+  "${ROOT}/test/scripts/cluster.sh" up "${CLUSTER_NAME}" "${KUBECONFIG_FILE}" "${NODES}" 9>&-
+  apply_crd
+  log "applying deploy/sa.yaml and deploy/rbac.yaml"
+  kubectl apply -f "${ROOT}/deploy/sa.yaml" -f "${ROOT}/deploy/rbac.yaml" >&2
+  stop_operator
+  start_operator
+  create_resources
+  wait_converged fake
+
+  echo
+  echo "\$ kubectl get memcached,deployments,pods"
+  kubectl get memcached,deployments,pods
+  print_nodes
+  cat <<EOF
+
+The cluster (Kubernetes $(server_version), ${NODES} KWOK fake nodes: pods go Running
+without containers) and the operator (a local process, pid $(<"${OPERATOR_PID}")) keep running.
+EOF
+  explore "tail -f ${OPERATOR_LOG#"${ROOT}/"}"
+}
+
+up_real() {
+  local operator_image memcached_image
+  operator_image="$("${ROOT}/test/scripts/images.sh" ref operator "$(make -s -C "${ROOT}" --no-print-directory --eval 'v: ; @echo $(VERSION)' v)")"
+  memcached_image="$("${ROOT}/test/scripts/images.sh" ref memcached)"
+  "${ROOT}/test/scripts/images.sh" build 9>&-
+  (cd "${ROOT}/test" && CGO_ENABLED=0 go build -o "${MCCLIENT}" ./cmd/mcclient)
+
+  "${ROOT}/test/scripts/cluster.sh" up "${CLUSTER_NAME}" "${KUBECONFIG_FILE}" 0 9>&-
+  "${ROOT}/test/scripts/node.sh" up "${CLUSTER_NAME}" "${KUBECONFIG_FILE}" 9>&-
+  apply_crd
+  log "make deploy IMG=${operator_image} MEMCACHED_IMAGE=${memcached_image}"
+  PATH="${TOOLS_BIN}:${PATH}" make -s -C "${ROOT}" --no-print-directory deploy \
+    KUBECONFIG="${KUBECONFIG_FILE}" NAMESPACE="${NAMESPACE}" \
+    IMG="${operator_image}" MEMCACHED_IMAGE="${memcached_image}" >&2
+  kubectl rollout status deployment/memcached-operator --timeout="${TIMEOUT}s" >&2
+  create_resources
+  wait_converged real
+
+  echo
+  echo "\$ kubectl get memcached,deployments,pods -o wide"
+  kubectl get memcached,deployments,pods -o wide
+  print_nodes
+  local name servers
+  for name in "${RESOURCES[@]}"; do
+    servers="$(pod_servers "${name}")"
+    echo
+    echo "\$ mcclient -servers ${servers} -keys 6 -prefix ${name#memcached-for-}"
+    "${MCCLIENT}" -servers "${servers}" -keys 6 -prefix "${name#memcached-for-}"
+  done
+  cat <<EOF
+
+The cluster (Kubernetes $(server_version)), its real node ${NODE_NAME:-real-node} (kubelet,
+containerd, pods on 198.18.0.0/24) and the operator pod keep running.
+The images are local builds in the registry on 127.0.0.1:5000, not the upstream ones.
+EOF
+  explore "kubectl logs -f deployment/memcached-operator"
+}
+
+# pod_servers prints host:port of every pod that NAME's status.nodes lists.
+pod_servers() {
+  local pod servers=()
+  for pod in $(kubectl get memcached "$1" -o jsonpath='{.status.nodes[*]}'); do
+    servers+=("$(kubectl get pod "${pod}" -o jsonpath='{.status.podIP}'):11211")
+  done
+  (
+    IFS=,
+    echo "${servers[*]}"
+  )
+}
+
+print_nodes() {
+  local name
+  for name in "${RESOURCES[@]}"; do
+    echo
+    echo "\$ kubectl get memcached/${name} -o jsonpath='{.status.nodes}'"
+    kubectl get memcached "${name}" -o jsonpath='{.status.nodes}'
+    echo
+  done
+}
+
+server_version() {
+  kubectl version -o yaml | sed -n '/serverVersion/,$ s/^ *gitVersion: //p'
+}
+
+# explore prints how to look around, with FOLLOW as the way to follow the operator.
+explore() {
+  cat <<EOF
+Explore:
+  export KUBECONFIG=${KUBECONFIG_FILE#"${ROOT}/"}
+  export PATH=\$PWD/${TOOLS_BIN#"${ROOT}/"}:\$PATH   # this kubectl matches the cluster
+  kubectl get memcached
+  kubectl scale memcached/memcached-for-drupal --replicas=4
+  kubectl patch memcached memcached-for-wordpress --type=merge -p '{"spec":{"size":1}}'
+  $1
+Stop and remove everything:
+  make demo-down
+EOF
 }
 
 cmd_up() {
@@ -133,63 +298,40 @@ cmd_up() {
     flock -w 600 9 || fatal "another demo.sh has held ${LOCK} for 10 minutes"
   fi
 
-  build
-  "${ROOT}/test/scripts/cluster.sh" up "${CLUSTER_NAME}" "${KUBECONFIG_FILE}" "${NODES}" 9>&-
-
-  log "applying deploy/crd.yaml, deploy/sa.yaml and deploy/rbac.yaml to namespace ${NAMESPACE}"
-  kubectl apply -f "${ROOT}/deploy/crd.yaml" >&2
-  kubectl wait --for=condition=Established --timeout=60s crd/memcacheds.cache.example.com >&2
-  if ! kubectl get namespace "${NAMESPACE}" >/dev/null 2>&1; then
-    kubectl create namespace "${NAMESPACE}" >&2
+  local mode
+  mode="$(pick_mode)"
+  # A cluster from a demo of the other kind goes first: the real-node demo has no
+  # fake nodes and runs the operator in a pod, the fake-node one the reverse.
+  if [[ -s "${MODE_FILE}" && "$(<"${MODE_FILE}")" != "${mode}" ]]; then
+    log "the running demo uses $(<"${MODE_FILE}") nodes; replacing it"
+    teardown
+    mkdir -p "${DEMO_DIR}"
   fi
-  kubectl apply -f "${ROOT}/deploy/sa.yaml" -f "${ROOT}/deploy/rbac.yaml" >&2
+  echo "${mode}" >"${MODE_FILE}"
+  build "${mode}"
+  "up_${mode}"
+}
 
+# teardown stops and removes everything the demo started.
+teardown() {
   stop_operator
-  start_operator
-  create_resources
-
-  local name
-  for name in "${RESOURCES[@]}"; do
-    if ! wait_for "${TIMEOUT}" "${name} to have Running pods and status.nodes" converged "${name}"; then
-      kubectl describe memcached "${name}" >&2 || true
-      tail -n 30 "${OPERATOR_LOG}" >&2
-      fatal "the demo did not converge; the cluster and operator are left running for inspection (make demo-down stops them)"
-    fi
-  done
-
-  echo
-  echo "\$ kubectl get memcached,deployments,pods"
-  kubectl get memcached,deployments,pods
-  for name in "${RESOURCES[@]}"; do
-    echo
-    echo "\$ kubectl get memcached/${name} -o jsonpath='{.status.nodes}'"
-    kubectl get memcached "${name}" -o jsonpath='{.status.nodes}'
-    echo
-  done
-  cat <<EOF
-
-The cluster (Kubernetes $(kubectl version -o yaml | sed -n '/serverVersion/,$ s/^ *gitVersion: //p'), ${NODES} KWOK nodes) and the operator (pid $(<"${OPERATOR_PID}")) keep running.
-Explore:
-  export KUBECONFIG=${KUBECONFIG_FILE#"${ROOT}/"}
-  export PATH=\$PWD/${TOOLS_BIN#"${ROOT}/"}:\$PATH   # this kubectl matches the cluster
-  kubectl get memcached
-  kubectl scale memcached/memcached-for-drupal --replicas=4
-  kubectl patch memcached memcached-for-wordpress --type=merge -p '{"spec":{"size":1}}'
-  tail -f ${OPERATOR_LOG#"${ROOT}/"}
-Stop and remove everything:
-  make demo-down
-EOF
+  if [[ "$("${ROOT}/test/scripts/node.sh" status 2>/dev/null)" == "${CLUSTER_NAME}" ]]; then
+    "${ROOT}/test/scripts/node.sh" down 9>&-
+  fi
+  if [[ -x "${TOOLS_BIN}/kwokctl" ]]; then
+    "${ROOT}/test/scripts/cluster.sh" down "${CLUSTER_NAME}" "${KUBECONFIG_FILE}" 9>&-
+  fi
+  if ! "${ROOT}/test/scripts/node.sh" status >/dev/null 2>&1; then
+    "${ROOT}/test/scripts/registry.sh" down
+  fi
+  rm -rf "${DEMO_DIR}"
 }
 
 cmd_down() {
   mkdir -p "${OUTPUT}"
   exec 9>"${LOCK}"
   flock -w 300 9 || fatal "another demo.sh has held ${LOCK} for 5 minutes"
-  stop_operator
-  if [[ -x "${TOOLS_BIN}/kwokctl" ]]; then
-    "${ROOT}/test/scripts/cluster.sh" down "${CLUSTER_NAME}" "${KUBECONFIG_FILE}" 9>&-
-  fi
-  rm -rf "${DEMO_DIR}"
+  teardown
   log "demo stopped and removed"
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-
 )
 
 // The types below decode just the fields the suites check from `kubectl get -o json`;

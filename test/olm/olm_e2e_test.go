@@ -15,23 +15,27 @@ import (
 	"testing"
 	"time"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/example-inc/memcached-operator/test/framework"
 	"github.com/example-inc/memcached-operator/test/olm/catalog"
 )
 
 // The OLM end-to-end test installs OLM's `olm` operator (operator-lifecycle-manager v0.38.0,
-// built by test/scripts/build-tools.sh) and its CRDs on a local kwok cluster, then follows the
-// getting-started guide: OperatorGroup, CSV 0.0.1 (Pending until its requirements exist),
-// CRD + ServiceAccount + RBAC (Succeeded), two Memcached resources, CSV 0.0.2 (Succeeded,
-// 0.0.1 gone, operator Deployment on the 0.0.2 image) and finally the same memcached pods.
+// built by test/scripts/build-tools.sh) and its CRDs on a local cluster whose only node is the
+// machine's real node (test/scripts/node.sh), then follows the getting-started guide:
+// OperatorGroup, CSV 0.0.1 (Pending until its requirements exist), CRD + ServiceAccount + RBAC
+// (Succeeded), two Memcached resources, CSV 0.0.2 (Succeeded, 0.0.1 gone, operator pod rolled
+// to the 0.0.2 image) and finally the same memcached pods, still holding the keys written
+// before the upgrade.
 //
-// What runs where: OLM creates and upgrades the operator Deployment for real, but on KWOK's
-// fake nodes its pod never runs a container. The memcached resources are therefore reconciled
-// by the operator binary run as a local process with the memcached-operator ServiceAccount's
-// token (`make run` style), so the CSV's RBAC is what it works with. The OLM-managed
-// Deployment proves the install and upgrade mechanics; the local process proves that the
-// operator, with exactly the CSV's permissions, creates the memcached Deployments and that an
-// operator upgrade leaves the memcached pods alone.
+// What runs where: everything is real. OLM runs the operator pod from the CSV, with the CSV's
+// ServiceAccount and permissions; the operator's two releases are two images built by
+// test/scripts/images.sh (each binary stamped with its version); memcached pods run Debian's
+// memcached. The CSVs applied are the committed ones with two fields changed, because this
+// machine cannot pull from quay.io or Docker Hub: the operator image points at the local
+// registry, and the container gets MEMCACHED_IMAGE, the local memcached image (localCSV
+// checks that nothing else differs).
 
 const (
 	olmClusterName = "memcached-olm-e2e"
@@ -69,13 +73,11 @@ func TestOLMInstallsAndUpgradesOperator(t *testing.T) {
 	lockWorkDir(t, workDir)
 	requireFreshCatalog(t, workDir)
 	crdsDir := olmCRDs(ctx, t, paths, workDir)
-	if err := framework.RequireFiles("make build", paths.OperatorBinary()); err != nil {
-		t.Fatal(err)
-	}
+	images := localImages(ctx, t, paths)
 
 	// StartCluster recreates the cluster, so a kept or half-deleted one never leaks old CSVs.
-	t.Logf("starting cluster %s", olmClusterName)
-	cluster, err := framework.StartCluster(ctx, paths, olmClusterName, filepath.Join(workDir, "kubeconfig"), 2)
+	t.Logf("starting cluster %s with the real node", olmClusterName)
+	cluster, err := framework.StartCluster(ctx, paths, olmClusterName, filepath.Join(workDir, "kubeconfig"), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,6 +88,16 @@ func TestOLMInstallsAndUpgradesOperator(t *testing.T) {
 		}
 		if err := cluster.Delete(context.Background()); err != nil {
 			t.Errorf("deleting cluster: %v", err)
+		}
+	})
+	node, err := framework.StartRealNode(ctx, paths, cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// node.sh down fails when the host is not restored.
+		if err := node.Stop(context.Background()); err != nil {
+			t.Error(err)
 		}
 	})
 	admin := cluster.Kubectl()
@@ -109,7 +121,6 @@ func TestOLMInstallsAndUpgradesOperator(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = olm.Stop(10 * time.Second) }) // OLM exits non-zero on SIGTERM; only its log matters
-	var operator *framework.Operator
 	framework.DumpOnFailure(t,
 		func() string {
 			return framework.Describe(ctx, admin, operatorNamespace, "operatorgroups,clusterserviceversions,memcached,deployments,pods")
@@ -122,10 +133,10 @@ func TestOLMInstallsAndUpgradesOperator(t *testing.T) {
 			return "===== olm log, repeats collapsed (" + olm.LogFile() + ")\n" + tail(collapse(olm.Log()), 100)
 		},
 		func() string {
-			if operator == nil {
-				return "===== memcached-operator: not started"
-			}
-			return "===== memcached-operator log (" + operator.LogFile() + ")\n" + tail(operator.Log(), 150)
+			return "===== kubectl logs deployment/memcached-operator\n" + output(k.Run(ctx, "logs", "deployment/"+operatorName, "--tail=150"))
+		},
+		func() string {
+			return "===== kubelet log (tail)\n" + tail(node.Log(ctx, "kubelet"), 60)
 		},
 	)
 
@@ -148,7 +159,7 @@ func TestOLMInstallsAndUpgradesOperator(t *testing.T) {
 	})
 
 	t.Log("2. applying CSV 0.0.1 before its requirements: it must stay Pending")
-	mustRun(ctx, t, k, "apply", "-f", csvFile("0.0.1"))
+	mustRun(ctx, t, k, "apply", "-f", localCSV(t, workDir, "0.0.1", images))
 	var pending csvStatus
 	waitFor(ctx, t, csvTimeout, "CSV 0.0.1 to be Pending with RequirementsNotMet", func(ctx context.Context) error {
 		s, err := getCSV(ctx, k, catalog.CSVName("0.0.1"))
@@ -171,45 +182,26 @@ func TestOLMInstallsAndUpgradesOperator(t *testing.T) {
 	mustRun(ctx, t, admin, "wait", "--for=condition=Established", "--timeout=60s", "-f", paths.Deploy("crd.yaml"))
 	mustRun(ctx, t, k, "apply", "-f", paths.Deploy("sa.yaml"), "-f", paths.Deploy("rbac.yaml"))
 	waitForCSVSucceeded(ctx, t, k, "0.0.1")
-	dep1 := waitForOperatorDeployment(ctx, t, k, "0.0.1")
+	dep1 := waitForOperatorDeployment(ctx, t, k, "0.0.1", images.operator["0.0.1"])
+	waitForOperatorVersion(ctx, t, k, "0.0.1")
 
-	t.Log("4. running the operator as a local process with the ServiceAccount's token (KWOK's fake nodes run no containers)")
-	saKubeconfig := filepath.Join(workDir, "memcached-operator.kubeconfig")
-	if err := cluster.ServiceAccountKubeconfig(ctx, operatorNamespace, operatorName, saKubeconfig, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	operator, err = framework.StartOperator(framework.OperatorConfig{
-		Binary:         paths.OperatorBinary(),
-		Kubeconfig:     saKubeconfig,
-		WatchNamespace: operatorNamespace,
-		LogFile:        filepath.Join(workDir, "memcached-operator.log"),
-		Args:           []string{"--resync", "10s"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := operator.Stop(10 * time.Second); err != nil {
-			t.Errorf("stopping the operator: %v", err)
-		}
-	})
-
-	t.Log("5. creating memcached-for-wordpress and memcached-for-drupal")
+	t.Log("4. creating memcached-for-wordpress and memcached-for-drupal; writing a key to every pod")
 	for _, r := range guideResources {
 		mustApply(ctx, t, k, memcached(r.name, r.size))
 	}
 	before := map[string]map[string]podState{}
 	for _, r := range guideResources {
 		before[r.name] = waitForMemcached(ctx, t, k, r.name, r.size)
-		t.Logf("%s: Deployment created by the operator, pods %v", r.name, podNames(before[r.name]))
+		t.Logf("%s: Deployment created by the operator 0.0.1, pods %v", r.name, podNames(before[r.name]))
+		for pod, s := range before[r.name] {
+			if err := framework.MemcachedSetGet(s.addr(), upgradeKey, pod); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 
-	t.Log("6. applying CSV 0.0.2 (replaces 0.0.1)")
-	mustRun(ctx, t, k, "apply", "-f", csvFile("0.0.2"))
-	// The operator's own pod is replaced during the upgrade; so is the local process.
-	if err := operator.Stop(10 * time.Second); err != nil {
-		t.Errorf("stopping the operator for the upgrade: %v", err)
-	}
+	t.Log("5. applying CSV 0.0.2 (replaces 0.0.1)")
+	mustRun(ctx, t, k, "apply", "-f", localCSV(t, workDir, "0.0.2", images))
 	waitForCSVSucceeded(ctx, t, k, "0.0.2")
 	waitFor(ctx, t, csvTimeout, "CSV 0.0.1 to be removed", func(ctx context.Context) error {
 		s, err := getCSV(ctx, k, catalog.CSVName("0.0.1"))
@@ -221,20 +213,18 @@ func TestOLMInstallsAndUpgradesOperator(t *testing.T) {
 		}
 		return fmt.Errorf("CSV 0.0.1 still exists: phase %q, reason %q", s.Phase, s.Reason)
 	})
-	dep2 := waitForOperatorDeployment(ctx, t, k, "0.0.2")
+	dep2 := waitForOperatorDeployment(ctx, t, k, "0.0.2", images.operator["0.0.2"])
 	if dep2.UID != dep1.UID {
 		t.Errorf("operator Deployment was recreated (uid %s, was %s); want it updated in place", dep2.UID, dep1.UID)
 	}
-	if err := operator.Start(); err != nil {
-		t.Fatal(err)
-	}
+	waitForOperatorVersion(ctx, t, k, "0.0.2")
 
-	t.Log("7. checking that the memcached pods are the same pods, never restarted")
+	t.Log("6. checking that the memcached pods are the same pods, never restarted, still holding their keys")
 	for _, r := range guideResources {
 		waitForMemcached(ctx, t, k, r.name, r.size)
 	}
-	// The restarted operator resyncs every 10s; hold the check across a resync so that a
-	// reconcile that replaced pods would be caught.
+	// The new operator reconciles every Memcached as it starts (its informers list them);
+	// hold the check a while longer so that a reconcile that replaced pods would be caught.
 	err = framework.Consistently(ctx, 15*time.Second, "memcached pods unchanged after the upgrade", func(ctx context.Context) error {
 		for _, r := range guideResources {
 			now, err := listPods(ctx, k, r.name)
@@ -251,8 +241,135 @@ func TestOLMInstallsAndUpgradesOperator(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range guideResources {
-		t.Logf("%s: same pods %v, 0 restarts", r.name, podNames(before[r.name]))
+		for pod, s := range before[r.name] {
+			if err := framework.MemcachedGet(s.addr(), upgradeKey, pod); err != nil {
+				t.Errorf("after the upgrade: %v", err)
+			}
+		}
+		t.Logf("%s: same pods %v, 0 restarts, the key written before the upgrade reads back", r.name, podNames(before[r.name]))
 	}
+}
+
+// upgradeKey is the memcached key written to every pod before the operator upgrade
+// and read back after it; its value is the pod's name.
+const upgradeKey = "written-before-the-upgrade"
+
+// images are the local registry's images that the test runs.
+type images struct {
+	// operator maps a release to its image.
+	operator  map[string]string
+	memcached string
+}
+
+// localImages returns the images that `make images` builds, and fails unless the
+// local registry holds them.
+func localImages(ctx context.Context, t *testing.T, paths framework.Paths) images {
+	t.Helper()
+	im := images{operator: map[string]string{}}
+	var refs []string
+	for _, v := range []string{"0.0.1", "0.0.2"} {
+		ref, err := framework.ImageRef(ctx, paths, "operator", v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		im.operator[v] = ref
+		refs = append(refs, ref)
+	}
+	var err error
+	if im.memcached, err = framework.ImageRef(ctx, paths, "memcached"); err != nil {
+		t.Fatal(err)
+	}
+	if err := framework.RequireImages(ctx, paths, append(refs, im.memcached)...); err != nil {
+		t.Fatal(err)
+	}
+	return im
+}
+
+// localCSV writes the committed CSV of version with the operator container's image
+// set to the local build of that release and MEMCACHED_IMAGE set to the local
+// memcached image, checks that nothing else differs, and returns the file.
+func localCSV(t *testing.T, workDir, version string, im images) string {
+	t.Helper()
+	data, err := os.ReadFile(csvFile(version))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shipped, local map[string]any
+	if err := yaml.Unmarshal(data, &shipped); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &local); err != nil {
+		t.Fatal(err)
+	}
+	c := operatorContainer(t, local)
+	if c["image"] != catalog.Image(version) {
+		t.Fatalf("CSV %s runs image %v, want %s", version, c["image"], catalog.Image(version))
+	}
+	c["image"] = im.operator[version]
+	env, _ := c["env"].([]any)
+	c["env"] = append(env, map[string]any{"name": "MEMCACHED_IMAGE", "value": im.memcached})
+
+	// Undo the two changes on a copy: what remains must be the shipped CSV.
+	var undone map[string]any
+	out, err := yaml.Marshal(local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(out, &undone); err != nil {
+		t.Fatal(err)
+	}
+	uc := operatorContainer(t, undone)
+	uc["image"] = catalog.Image(version)
+	uc["env"] = uc["env"].([]any)[:len(env)]
+	if len(env) == 0 {
+		delete(uc, "env")
+	}
+	if !reflect.DeepEqual(undone, shipped) {
+		t.Fatalf("the local CSV %s differs from the committed one in more than the two image fields", version)
+	}
+	file := filepath.Join(workDir, catalog.CSVFileName(version))
+	if err := os.WriteFile(file, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+// operatorContainer returns the operator's container in a CSV's install strategy.
+func operatorContainer(t *testing.T, csv map[string]any) map[string]any {
+	t.Helper()
+	spec, _ := csv["spec"].(map[string]any)
+	install, _ := spec["install"].(map[string]any)
+	strategy, _ := install["spec"].(map[string]any)
+	deployments, _ := strategy["deployments"].([]any)
+	for _, d := range deployments {
+		dep, _ := d.(map[string]any)
+		podSpec, _ := dep["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+		containers, _ := podSpec["containers"].([]any)
+		for _, c := range containers {
+			if cm, _ := c.(map[string]any); cm["name"] == operatorName {
+				return cm
+			}
+		}
+	}
+	t.Fatalf("no container %s in the CSV's install strategy", operatorName)
+	return nil
+}
+
+// waitForOperatorVersion waits until the operator's pod log says it runs version:
+// the binary inside the image, not just the image's tag.
+func waitForOperatorVersion(ctx context.Context, t *testing.T, k framework.Kubectl, version string) {
+	t.Helper()
+	want := "starting memcached-operator " + version + " "
+	waitFor(ctx, t, csvTimeout, "the operator pod to log "+want, func(ctx context.Context) error {
+		out, err := k.Run(ctx, "logs", "deployment/"+operatorName)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(out, want) {
+			return fmt.Errorf("log: %s", tail(out, 3))
+		}
+		return nil
+	})
 }
 
 // requireFreshCatalog fails at once when the committed catalog is not what deploy/ renders.
@@ -422,8 +539,8 @@ type operatorDeployment struct {
 }
 
 // waitForOperatorDeployment waits until OLM's operator Deployment belongs to CSV version,
-// runs that version's image and is available.
-func waitForOperatorDeployment(ctx context.Context, t *testing.T, k framework.Kubectl, version string) operatorDeployment {
+// runs image and is available: its pod passed the kubelet's checks on the real node.
+func waitForOperatorDeployment(ctx context.Context, t *testing.T, k framework.Kubectl, version, image string) operatorDeployment {
 	t.Helper()
 	var got operatorDeployment
 	waitFor(ctx, t, csvTimeout, "operator Deployment of CSV "+version, func(ctx context.Context) error {
@@ -456,7 +573,7 @@ func waitForOperatorDeployment(ctx context.Context, t *testing.T, k framework.Ku
 		if c := d.Spec.Template.Spec.Containers; len(c) > 0 {
 			got.Image = c[0].Image
 		}
-		if got.Owner != catalog.CSVName(version) || got.Image != catalog.Image(version) {
+		if got.Owner != catalog.CSVName(version) || got.Image != image {
 			return fmt.Errorf("owner %q, image %q", got.Owner, got.Image)
 		}
 		// The operator's WATCH_NAMESPACE is a fieldRef to this pod annotation.
@@ -473,12 +590,19 @@ func waitForOperatorDeployment(ctx context.Context, t *testing.T, k framework.Ku
 	return got
 }
 
-// podState identifies a pod across the upgrade: its UID and its containers' restarts.
+// podState identifies a pod across the upgrade: its UID, IP and its containers' restarts.
 type podState struct {
 	UID      string
+	IP       string
 	Restarts int
 }
 
+// addr is the pod's memcached address.
+func (s podState) addr() string {
+	return s.IP + ":11211"
+}
+
+// listPods returns the Running and Ready pods of Memcached cr by name.
 func listPods(ctx context.Context, k framework.Kubectl, cr string) (map[string]podState, error) {
 	var list struct {
 		Items []struct {
@@ -489,6 +613,11 @@ func listPods(ctx context.Context, k framework.Kubectl, cr string) (map[string]p
 			} `json:"metadata"`
 			Status struct {
 				Phase             string `json:"phase"`
+				PodIP             string `json:"podIP"`
+				Conditions        []struct {
+					Type   string `json:"type"`
+					Status string `json:"status"`
+				} `json:"conditions"`
 				ContainerStatuses []struct {
 					RestartCount int `json:"restartCount"`
 				} `json:"containerStatuses"`
@@ -500,10 +629,14 @@ func listPods(ctx context.Context, k framework.Kubectl, cr string) (map[string]p
 	}
 	pods := map[string]podState{}
 	for _, p := range list.Items {
-		if p.Metadata.DeletionTimestamp != nil || p.Status.Phase != "Running" {
+		ready := false
+		for _, c := range p.Status.Conditions {
+			ready = ready || (c.Type == "Ready" && c.Status == "True")
+		}
+		if p.Metadata.DeletionTimestamp != nil || p.Status.Phase != "Running" || !ready {
 			continue
 		}
-		s := podState{UID: p.Metadata.UID}
+		s := podState{UID: p.Metadata.UID, IP: p.Status.PodIP}
 		for _, c := range p.Status.ContainerStatuses {
 			s.Restarts += c.RestartCount
 		}

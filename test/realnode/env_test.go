@@ -1,7 +1,6 @@
 package realnode
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -10,19 +9,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/bradfitz/gomemcache/memcache"
 
 	"github.com/example-inc/memcached-operator/test/framework"
 )
 
 // memcachedPort is the port of the memcached containers the operator writes.
 const memcachedPort = 11211
-
-// clientTimeout bounds each memcached request; every target is a pod IP on this
-// machine's bridge.
-const clientTimeout = 2 * time.Second
 
 // createMemcached creates Memcached name of size in the namespace, deletes it
 // when the test ends, and on failure logs the namespace, the operator's log and
@@ -102,62 +94,6 @@ func podAddr(o framework.Observed, name string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("status.nodes names pod %s, which does not exist", name)
-}
-
-// setGet stores key=value in the memcached at addr and reads it back.
-func setGet(addr, key, value string) error {
-	c := memcache.New(addr)
-	c.Timeout = clientTimeout
-	defer c.Close()
-	if err := c.Set(&memcache.Item{Key: key, Value: []byte(value)}); err != nil {
-		return fmt.Errorf("set %s on %s: %v", key, addr, err)
-	}
-	return get(addr, key, value)
-}
-
-// get reads key from the memcached at addr and checks its value.
-func get(addr, key, want string) error {
-	c := memcache.New(addr)
-	c.Timeout = clientTimeout
-	defer c.Close()
-	it, err := c.Get(key)
-	if err != nil {
-		return fmt.Errorf("get %s from %s: %v", key, addr, err)
-	}
-	if string(it.Value) != want {
-		return fmt.Errorf("get %s from %s = %q, want %q", key, addr, it.Value, want)
-	}
-	return nil
-}
-
-// stats returns memcached's general-purpose statistics (`stats`) from addr; the
-// client library has no call for them, and the text protocol is simple.
-func stats(addr string) (map[string]string, error) {
-	conn, err := net.DialTimeout("tcp", addr, clientTimeout)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	if err := conn.SetDeadline(time.Now().Add(clientTimeout)); err != nil {
-		return nil, err
-	}
-	if _, err := conn.Write([]byte("stats\r\n")); err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	sc := bufio.NewScanner(conn)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "END" {
-			return out, nil
-		}
-		f := strings.Fields(line)
-		if len(f) != 3 || f[0] != "STAT" {
-			return nil, fmt.Errorf("unexpected stats line %q", line)
-		}
-		out[f[1]] = f[2]
-	}
-	return nil, fmt.Errorf("stats from %s ended without END: %v", addr, sc.Err())
 }
 
 // operatorPod returns the operator's one pod once it is Running and Ready.

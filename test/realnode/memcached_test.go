@@ -25,10 +25,10 @@ func TestMemcachedServes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := setGet(addr, "greeting-"+podName, "hello from "+podName); err != nil {
+			if err := framework.MemcachedSetGet(addr, "greeting-"+podName, "hello from "+podName); err != nil {
 				t.Fatal(err)
 			}
-			st, err := stats(addr)
+			st, err := framework.MemcachedStats(addr)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,7 +81,7 @@ func TestScaleRealPods(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := setGet(addr, "size", strconv.Itoa(size)); err != nil {
+			if err := framework.MemcachedSetGet(addr, "size", strconv.Itoa(size)); err != nil {
 				t.Errorf("size %d: %v", size, err)
 			}
 		}
@@ -117,7 +117,7 @@ func TestDeletedPodReplaced(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := setGet(addr, "replaced", podName); err != nil {
+		if err := framework.MemcachedSetGet(addr, "replaced", podName); err != nil {
 			t.Error(err)
 		}
 	}

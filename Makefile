@@ -62,15 +62,15 @@ run: build ## Run the operator locally against KUBECONFIG (the SDK's `up local`)
 ##@ Local cluster
 
 .PHONY: tools
-tools: ## Build kube-apiserver, etcd, kwok, kubectl and OLM from Go modules into tmp/_output/tools.
+tools: ## Build the control plane, kubelet, kube-proxy, etcd, kwok, kubectl and OLM from Go modules into tmp/_output/tools.
 	test/scripts/build-tools.sh
 
 .PHONY: demo
-demo: ## Start a local Kubernetes 1.37 cluster, run the operator on it and create the guide's resources.
+demo: ## Run the guide on a local Kubernetes 1.37 cluster with a real node (fake nodes where it cannot run).
 	test/scripts/demo.sh up
 
 .PHONY: demo-down
-demo-down: ## Stop the demo operator and delete the demo cluster.
+demo-down: ## Stop the demo: operator, real node (restoring the host), registry and cluster.
 	test/scripts/demo.sh down
 
 ##@ Image
@@ -116,8 +116,13 @@ olm-catalog: ## Render the CSV for VERSION (replacing REPLACES) into deploy/olm-
 test: verify unit e2e ## Run everything CI runs: verify, unit tests, then the end-to-end suites.
 
 .PHONY: e2e
-e2e: build tools images ## Run the end-to-end suites (fake nodes, real node, image, OLM) against local clusters.
-	cd test && go test -count=1 -timeout 40m -v ./...
+e2e: build tools ## Run the end-to-end suites (fake nodes, real node, image, OLM) against local clusters.
+	@registry_was_up=false; test/scripts/registry.sh status && registry_was_up=true; \
+	test/scripts/install-deps.sh test; \
+	test/scripts/images.sh build; \
+	rc=0; (cd test && go test -count=1 -timeout 40m -v ./...) || rc=$$?; \
+	$$registry_was_up || test/scripts/registry.sh down; \
+	exit $$rc
 
 .PHONY: bench
 bench: build tools ## Time how fast 50 Memcached resources converge, at 5 and at 50 requests/s.

@@ -152,6 +152,10 @@ pick_mode() {
     real | "") ;;
     *) fatal "DEMO_NODE=${DEMO_NODE} must be real or fake" ;;
   esac
+  # On a fresh Debian machine, as root, this brings containerd, runc, the CNI plugins,
+  # buildah and the rest; elsewhere it says what is missing, and node.sh check why
+  # the real node cannot run.
+  "${ROOT}/test/scripts/install-deps.sh" node || true
   if problems="$("${ROOT}/test/scripts/node.sh" check 2>&1)"; then
     echo real
     return

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# install-deps.sh installs the Debian packages that the real node, the images and the
+# tests need, when some are missing. It runs apt-get only as root and only when a
+# package is missing, so a second run is instant and changes nothing.
+#
+# Usage:
+#   install-deps.sh node    what `make demo` needs for the real node and its images
+#   install-deps.sh test    that, plus what `make test` needs (gcc for -race, git, make)
+#   install-deps.sh --list node|test   print the package names and exit
+#
+# Exits non-zero, saying which packages are missing, when it cannot install them (not
+# root, or no apt-get).
+set -o errexit -o nounset -o pipefail
+
+# shellcheck source=test/scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+# NODE_PACKAGES run the real node (containerd, runc, CNI plugins, iptables and
+# nftables, iproute2, openssl for its certificates, util-linux for findmnt) and build
+# and serve its images (buildah, docker-registry, memcached, curl).
+NODE_PACKAGES=(containerd runc containernetworking-plugins iptables nftables iproute2 openssl
+  util-linux curl buildah docker-registry memcached ca-certificates)
+# TEST_PACKAGES add gcc and libc6-dev for `go test -race`, and make and git.
+TEST_PACKAGES=("${NODE_PACKAGES[@]}" gcc libc6-dev make git)
+
+packages() {
+  case "$1" in
+    node) echo "${NODE_PACKAGES[@]}" ;;
+    test) echo "${TEST_PACKAGES[@]}" ;;
+    *) fatal "usage: install-deps.sh [--list] node|test" ;;
+  esac
+}
+
+# missing prints the packages of the list that dpkg does not report as installed.
+missing() {
+  local pkg
+  for pkg in "$@"; do
+    [[ "$(dpkg-query -W -f='${Status}' "${pkg}" 2>/dev/null)" == "install ok installed" ]] || echo "${pkg}"
+  done
+}
+
+main() {
+  if [[ "${1:-}" == --list ]]; then
+    packages "${2:-}"
+    return
+  fi
+  local -a wanted todo
+  read -r -a wanted <<<"$(packages "${1:-}")"
+  command -v dpkg-query >/dev/null 2>&1 || fatal "not a Debian-like system (no dpkg-query); install these yourself: ${wanted[*]}"
+  mapfile -t todo < <(missing "${wanted[@]}")
+  ((${#todo[@]} > 0)) || return 0
+  if [[ "$(id -u)" != 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+    fatal "missing Debian packages: ${todo[*]} (as root: apt-get install -y ${todo[*]})"
+  fi
+  log "installing Debian packages: ${todo[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update >&2
+  apt-get install -y --no-install-recommends "${todo[@]}" >&2
+}
+
+main "$@"

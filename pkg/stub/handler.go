@@ -34,6 +34,19 @@ const maxChildRetries = 15
 // Handler reconciles Memcached resources. Two sources ask it to: the SDK,
 // through Handle, when a Memcached changes; and Run's queue, through
 // EnqueueMemcached, when one of a Memcached's Deployment or pods changes.
+//
+// A reconcile that fails is reported on the Memcached (a Warning Event and a
+// Degraded=True condition, see failure.go) and retried with backoff by the
+// queue that asked for it. Both queues are client-go workqueues with
+// DefaultControllerRateLimiter: the n-th retry of one Memcached waits
+// 5ms*2^(n-1), that is 5ms, 10ms, 20ms ... 41s, 82s, about 164s for all 15,
+// under an overall limit of 10 retries/s (bursts of 100); after the 15th the
+// Memcached is dropped until its next change or the next resync. A
+// Memcached that the API server keeps refusing, for a quota, RBAC, an
+// admission policy or an invalid object alike, thus costs at most 16
+// attempts per resync period, most of them in its first seconds, plus one
+// per change to the Memcached: changes, including the status write that
+// reports the failure, are handled at once but do not reset the backoff.
 type Handler struct {
 	client   Client
 	recorder record.EventRecorder

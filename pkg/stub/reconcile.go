@@ -28,7 +28,8 @@ var errStale = errors.New("the memcached changed since it was read")
 
 // reconcile drives m's Deployment and status toward m.Spec. Every step reads
 // the current state and writes only what differs, so running it again, after
-// an error or a restart, is always safe.
+// an error or a restart, is always safe. A step that fails is reported on m
+// (see updateStatus) and returned, and the caller retries with backoff.
 func (h *Handler) reconcile(m *v1alpha1.Memcached) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -36,32 +37,37 @@ func (h *Handler) reconcile(m *v1alpha1.Memcached) error {
 		// The garbage collector is removing m's children; recreating them would fight it.
 		return nil
 	}
-	d, err := h.ensureDeployment(m)
-	if err != nil {
-		return err
+	return h.updateStatus(m, h.ensureChildren(m))
+}
+
+// ensureChildren makes sure that m's Deployment exists, is m's own and runs
+// spec.size replicas. It returns the step that failed, or nil.
+func (h *Handler) ensureChildren(m *v1alpha1.Memcached) *failure {
+	d, f := h.ensureDeployment(m)
+	if f != nil {
+		return f
 	}
 	if !metav1.IsControlledBy(d, m) {
-		return h.reportNotOwned(m, d)
+		// Someone else's: leave it alone, and retry in case its owner
+		// removes it.
+		return notOwned(m, d)
 	}
-	if err := h.ensureSize(m, d); err != nil {
-		return err
-	}
-	return h.updateStatus(m)
+	return h.ensureSize(m, d)
 }
 
 // ensureDeployment returns the Deployment named after m, creating it first
 // when there is none.
-func (h *Handler) ensureDeployment(m *v1alpha1.Memcached) (*appsv1.Deployment, error) {
+func (h *Handler) ensureDeployment(m *v1alpha1.Memcached) (*appsv1.Deployment, *failure) {
 	d, err := h.client.GetDeployment(m.Namespace, m.Name)
 	if err == nil {
 		return d, nil
 	}
 	if !apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("failed to get deployment %s/%s: %v", m.Namespace, m.Name, err)
+		return nil, newFailure(ReasonDeploymentReadFailed, "failed to get deployment %s/%s: %v", m.Namespace, m.Name, err)
 	}
 	manifest, err := deploymentManifest(newDeploymentForMemcached(m, h.image))
 	if err != nil {
-		return nil, err
+		return nil, newFailure(ReasonDeploymentCreateFailed, "%v", err)
 	}
 	err = h.client.CreateDeployment(manifest)
 	if apierrors.IsAlreadyExists(err) {
@@ -70,54 +76,97 @@ func (h *Handler) ensureDeployment(m *v1alpha1.Memcached) (*appsv1.Deployment, e
 		return h.getDeployment(m)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("failed to create deployment %s/%s: %v", m.Namespace, m.Name, err)
+		return nil, newFailure(ReasonDeploymentCreateFailed, "failed to create deployment %s/%s: %v", m.Namespace, m.Name, err)
 	}
 	h.recorder.Eventf(m, corev1.EventTypeNormal, ReasonDeploymentCreated, "Created deployment %s with %d replicas", m.Name, m.Spec.Size)
 	return h.getDeployment(m)
 }
 
 // getDeployment reads the Deployment named after m.
-func (h *Handler) getDeployment(m *v1alpha1.Memcached) (*appsv1.Deployment, error) {
+func (h *Handler) getDeployment(m *v1alpha1.Memcached) (*appsv1.Deployment, *failure) {
 	d, err := h.client.GetDeployment(m.Namespace, m.Name)
 	if err != nil {
-		return nil, fmt.Errorf("failed to get deployment %s/%s: %v", m.Namespace, m.Name, err)
+		return nil, newFailure(ReasonDeploymentReadFailed, "failed to get deployment %s/%s: %v", m.Namespace, m.Name, err)
 	}
 	return d, nil
 }
 
 // ensureSize sets the Deployment's replicas to spec.size when they differ.
-func (h *Handler) ensureSize(m *v1alpha1.Memcached, d *appsv1.Deployment) error {
+func (h *Handler) ensureSize(m *v1alpha1.Memcached, d *appsv1.Deployment) *failure {
 	if d.Spec.Replicas != nil && *d.Spec.Replicas == m.Spec.Size {
 		return nil
 	}
 	if err := h.client.ScaleDeployment(d.Namespace, d.Name, m.Spec.Size); err != nil {
-		return fmt.Errorf("failed to scale deployment %s/%s to %d: %v", d.Namespace, d.Name, m.Spec.Size, err)
+		return newFailure(ReasonDeploymentScaleFailed, "failed to scale deployment %s/%s to %d: %v", d.Namespace, d.Name, m.Spec.Size, err)
 	}
 	h.recorder.Eventf(m, corev1.EventTypeNormal, ReasonDeploymentScaled, "Scaled deployment %s to %d replicas", d.Name, m.Spec.Size)
 	return nil
 }
 
-// reportNotOwned leaves d alone, because it belongs to someone else, and
-// makes that visible: a Warning Event, a status that lists no pods (none of
-// them are m's) with Degraded and Available conditions saying so, and an
-// error, so the SDK retries in case the owner removes it.
-func (h *Handler) reportNotOwned(m *v1alpha1.Memcached, d *appsv1.Deployment) error {
-	msg := fmt.Sprintf("deployment %s/%s already exists and is not controlled by memcached %s", d.Namespace, d.Name, m.Name)
-	h.recorder.Event(m, corev1.EventTypeWarning, ReasonDeploymentNotOwned, msg)
-	if err := h.writeStatus(m, notOwnedStatus(m, msg, h.now())); err != nil {
+// updateStatus writes the status that m's pods and f, the failed step or
+// nil, call for, when it differs from the stored one, and returns f, or the
+// write's error.
+//
+// A failure is recorded as a Warning Event only when the stored Degraded
+// condition does not already report it, so a step that keeps failing the same
+// way on every retry leaves one Event, and the condition shows it persists.
+// When the status cannot be written, Events are all that is left: the
+// failure and the write's error are recorded on every attempt, and client-go's
+// event correlator folds the repeats into one Event each, with a count.
+func (h *Handler) updateStatus(m *v1alpha1.Memcached, f *failure) error {
+	status, f := h.desiredStatus(m, f)
+	err := h.writeStatus(m, status)
+	switch {
+	case errors.Is(err, errStale):
+		// The reconcile runs again on the newer Memcached, whose status
+		// tells whether the failure is already reported.
 		return err
+	case err != nil:
+		h.recorder.Event(m, corev1.EventTypeWarning, ReasonStatusUpdateFailed, err.Error())
+		if f == nil {
+			return err
+		}
+		h.recorder.Event(m, corev1.EventTypeWarning, f.reason, f.Error())
+		return fmt.Errorf("%v; %v", f, err)
+	case f == nil:
+		return nil
 	}
-	return errors.New(msg)
+	if !reported(m.Status, f) {
+		h.recorder.Event(m, corev1.EventTypeWarning, f.reason, f.Error())
+	}
+	return f
 }
 
-// updateStatus writes the status computed from m's pods, readiness and
-// failures included, when it differs from the stored one.
-func (h *Handler) updateStatus(m *v1alpha1.Memcached) error {
+// desiredStatus returns the status m should have after the steps before it,
+// with f, the step that failed or nil; and the failure to report, which is
+// f or, when the pods cannot be listed, that.
+func (h *Handler) desiredStatus(m *v1alpha1.Memcached, f *failure) (v1alpha1.MemcachedStatus, *failure) {
+	now := h.now()
+	if f != nil && f.reason == ReasonDeploymentNotOwned {
+		// None of the pods with m's labels are m's.
+		return notOwnedStatus(m, f.Error(), now), f
+	}
 	pods, err := h.client.ListPods(m.Namespace, selectorForMemcached(m.Name))
 	if err != nil {
-		return fmt.Errorf("failed to list pods of memcached %s/%s: %v", m.Namespace, m.Name, err)
+		if f == nil {
+			f = newFailure(ReasonPodListFailed, "failed to list pods of memcached %s/%s: %v", m.Namespace, m.Name, err)
+		}
+		return unobservedStatus(m, f.reason, f.Error(), now), f
 	}
-	return h.writeStatus(m, computeStatus(m, pods, h.now()))
+	if f != nil {
+		return failedStatus(m, pods, f.reason, f.Error(), now), f
+	}
+	return computeStatus(m, pods, now), nil
+}
+
+// reported reports whether status already holds f as its Degraded condition.
+func reported(status v1alpha1.MemcachedStatus, f *failure) bool {
+	for _, c := range status.Conditions {
+		if c.Type == v1alpha1.MemcachedDegraded {
+			return c.Status == corev1.ConditionTrue && c.Reason == f.reason && c.Message == f.Error()
+		}
+	}
+	return false
 }
 
 // writeStatus stores status on m through the status subresource, unless m

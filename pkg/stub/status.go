@@ -20,7 +20,8 @@ const (
 	ReasonPodsStarting = "PodsStarting"
 	// ReasonDeploymentNotOwned is the reason, on the Warning Event and on the
 	// Available and Degraded conditions, used when a Deployment with the
-	// Memcached's name exists but another owner controls it.
+	// Memcached's name exists but another owner controls it. Like the reasons
+	// of failure.go, its Event is recorded when the condition starts.
 	ReasonDeploymentNotOwned = "DeploymentNotOwned"
 	// ReasonAllReplicasReady is the reason of an Available condition that is
 	// True: at least spec.size pods are Ready, which a size of 0 always is.
@@ -51,6 +52,32 @@ func notOwnedStatus(m *v1alpha1.Memcached, msg string, now metav1.Time) v1alpha1
 	return observedStatus(m, nil, now,
 		newCondition(v1alpha1.MemcachedAvailable, corev1.ConditionFalse, ReasonDeploymentNotOwned, msg),
 		newCondition(v1alpha1.MemcachedDegraded, corev1.ConditionTrue, ReasonDeploymentNotOwned, msg))
+}
+
+// failedStatus returns the status m should have when a step of its reconcile
+// failed with reason and message: the pods as computeStatus reports them, with
+// a Degraded condition that is True with that reason and message whatever the
+// pods are doing, because the failure needs a change from outside too.
+// Available still follows readiness alone.
+func failedStatus(m *v1alpha1.Memcached, pods []*corev1.Pod, reason, message string, now metav1.Time) v1alpha1.MemcachedStatus {
+	return observedStatus(m, livePods(pods), now, availableCondition(m, pods),
+		newCondition(v1alpha1.MemcachedDegraded, corev1.ConditionTrue, reason, message))
+}
+
+// unobservedStatus returns the status m should have when its pods could not
+// be listed: the pods and the Available condition as stored, since nothing
+// newer is known, and a Degraded condition that is True with reason and
+// message.
+func unobservedStatus(m *v1alpha1.Memcached, reason, message string, now metav1.Time) v1alpha1.MemcachedStatus {
+	status := *m.Status.DeepCopy()
+	if status.Nodes == nil {
+		// The CRD's schema types status.nodes as an array, and null is not one.
+		status.Nodes = []string{}
+	}
+	status.Selector = selectorForMemcached(m.Name).String()
+	status.ObservedGeneration = m.Generation
+	status.Conditions = setCondition(status.Conditions, newCondition(v1alpha1.MemcachedDegraded, corev1.ConditionTrue, reason, message), now)
+	return status
 }
 
 // observedStatus returns m's status with the live pods and conditions, set in
@@ -84,7 +111,8 @@ func availableCondition(m *v1alpha1.Memcached, pods []*corev1.Pod) v1alpha1.Memc
 }
 
 // degradedCondition returns m's Degraded condition when its Deployment is its
-// own and pods are the pods its label selector matches:
+// own, every reconcile step succeeded (see failedStatus otherwise) and pods
+// are the pods its label selector matches:
 //   - False with reason AsExpected once at least spec.size live pods are Ready;
 //   - otherwise True with the kubelet's or the scheduler's own reason, such
 //     as CrashLoopBackOff or Unschedulable, when a live pod has failed (see

@@ -58,9 +58,12 @@ const (
 	// Ready, so a Memcached of size 0 is always available.
 	MemcachedAvailable MemcachedConditionType = "Available"
 	// MemcachedDegraded is True while the operator cannot manage the
-	// Memcached's Deployment, because another owner holds its name, or while
-	// a memcached pod fails in a way that needs a change from outside, such
-	// as a crash loop, an image that cannot be pulled or no node to run on.
+	// Memcached's Deployment, because another owner holds its name or the
+	// API server refuses to create, scale or read it (a quota, RBAC or an
+	// admission policy, with the API server's message), or while a memcached
+	// pod fails in a way that needs a change from outside, such as a crash
+	// loop, an image that cannot be pulled or no node to run on. It returns
+	// to False by itself once the cause is gone.
 	MemcachedDegraded MemcachedConditionType = "Degraded"
 )
 

@@ -1,0 +1,244 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/example-inc/memcached-operator/test/framework"
+)
+
+// badInput is one malformed or unusual Memcached, and what must become of it:
+// either kubectl reports a refusal that says why, and nothing is created, or
+// the Memcached is accepted and the operator serves it.
+type badInput struct {
+	name string
+	// object is the Memcached's name, "" when the API server generates it.
+	object string
+	// manifest is kubectl's standard input.
+	manifest string
+	// args are kubectl's arguments; apply -f - when nil.
+	args []string
+	// refused is a fragment of the refusal that says why; "" for an input
+	// that must be accepted and served.
+	refused string
+	// size is what an accepted Memcached must converge on.
+	size int
+	// check, if set, checks more about an accepted Memcached.
+	check func(t *testing.T, ns *namespace, name string)
+}
+
+// memcachedManifest returns a Memcached manifest named name, with body (its
+// spec, status or stray fields) as given. The name is quoted, as a name of
+// digits only must be in YAML.
+func memcachedManifest(name, body string) string {
+	return fmt.Sprintf("apiVersion: cache.example.com/v1alpha1\nkind: Memcached\nmetadata:\n  name: %q\n%s", name, body)
+}
+
+// Refusals of metadata.name by deploy/crd.yaml's rules and by the API server.
+const (
+	nameTooLong    = "must be no more than 63 characters: the operator puts the name in the memcached_cr label"
+	nameHasDots    = "must not contain dots: the name is the name of the Memcached's Deployment"
+	nameNotDNS1123 = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters"
+)
+
+// badInputs is the table of inputs that TestBadInput feeds the API server.
+func badInputs() []badInput {
+	refused := func(name, object, body, why string) badInput {
+		return badInput{name: name, object: object, manifest: memcachedManifest(object, body), refused: why}
+	}
+	served := func(name, object, body string, size int) badInput {
+		return badInput{name: name, object: object, manifest: memcachedManifest(object, body), size: size}
+	}
+	name63 := "n" + strings.Repeat("6", 61) + "n"
+	generated := strings.Repeat("g", 70) + "-"
+	return []badInput{
+		// spec.size
+		refused("size below 0", "negative", "spec:\n  size: -1\n", "spec.size in body should be greater than or equal to 0"),
+		refused("size above 100", "too-big", "spec:\n  size: 101\n", "spec.size in body should be less than or equal to 100"),
+		refused("size beyond int32", "huge", "spec:\n  size: 4294967296\n", "spec.size in body should be less than or equal to 100"),
+		refused("size as a string", "string-size", "spec:\n  size: \"3\"\n", "spec.size in body must be of type integer"),
+		refused("size with a fraction", "fraction", "spec:\n  size: 1.5\n", "spec.size in body must be of type int32"),
+		refused("size as a boolean", "boolean", "spec:\n  size: true\n", "spec.size in body must be of type int32"),
+		refused("size null", "null-size", "spec:\n  size: null\n", "spec.size: Required value"),
+		refused("size missing", "no-size", "spec: {}\n", "spec.size: Required value"),
+		served("size 0", "zero", "spec:\n  size: 0\n", 0),
+		served("size written as 2.0", "two-point-zero", "spec:\n  size: 2.0\n", 2),
+		// spec
+		refused("spec missing", "no-spec", "", "spec: Required value"),
+		refused("spec null", "null-spec", "spec: null\n", "spec: Required value"),
+		refused("spec as a string", "string-spec", "spec: \"3\"\n", "spec in body must be of type object"),
+		refused("spec as a list", "list-spec", "spec:\n  - size: 3\n", `unknown field "spec[0].size"`),
+		// unknown fields: strict field validation, kubectl's default, refuses them;
+		// otherwise the API server prunes them.
+		refused("misspelt spec.Size", "misspelt", "spec:\n  Size: 3\n", `unknown field "spec.Size"`),
+		refused("unknown field in spec", "unknown-in-spec", "spec:\n  size: 1\n  replicas: 3\n", `unknown field "spec.replicas"`),
+		refused("size outside spec", "size-outside", "size: 3\nspec:\n  size: 1\n", `unknown field "size"`),
+		{
+			name: "unknown field without strict validation is pruned", object: "pruned",
+			manifest: memcachedManifest("pruned", "spec:\n  size: 1\n  replicas: 3\n"),
+			args:     []string{"apply", "--validate=false", "-f", "-"},
+			size:     1, check: specHasOnlySize,
+		},
+		{
+			name: "unknown field with --validate=warn is pruned", object: "warned",
+			manifest: memcachedManifest("warned", "spec:\n  size: 1\n  replicas: 3\n"),
+			args:     []string{"apply", "--validate=warn", "-f", "-"},
+			size:     1, check: specHasOnlySize,
+		},
+		// status: only the status subresource writes it, so a create ignores it.
+		served("status set on create is ignored", "with-status", "spec:\n  size: 1\nstatus:\n  nodes: [not-a-pod]\n  readyReplicas: 7\n", 1),
+		served("status of the wrong shape on create is ignored", "bad-status", "spec:\n  size: 1\nstatus:\n  nodes: not-a-list\n", 1),
+		// metadata.name: the Deployment is named after it and the memcached_cr
+		// label holds it, so it must be a DNS label (deploy/crd.yaml).
+		refused("name of 64 characters", strings.Repeat("a", 64), "spec:\n  size: 1\n", nameTooLong),
+		refused("name of 253 characters", strings.Repeat("b", 253), "spec:\n  size: 1\n", nameTooLong),
+		refused("name of 254 characters", strings.Repeat("c", 254), "spec:\n  size: 1\n", "must be no more than 253 characters"),
+		refused("name with a dot", "my.cache", "spec:\n  size: 1\n", nameHasDots),
+		refused("name with upper case", "MyCache", "spec:\n  size: 1\n", nameNotDNS1123),
+		refused("name with an underscore", "my_cache", "spec:\n  size: 1\n", nameNotDNS1123),
+		refused("name ending in a dash", "cache-", "spec:\n  size: 1\n", nameNotDNS1123),
+		{
+			name: "generateName with a dot", manifest: "apiVersion: cache.example.com/v1alpha1\nkind: Memcached\nmetadata:\n  generateName: my.cache-\nspec:\n  size: 1\n",
+			args: []string{"create", "-f", "-"}, refused: nameHasDots,
+		},
+		served("name of 63 characters", name63, "spec:\n  size: 1\n", 1),
+		served("name of digits only", "1234", "spec:\n  size: 1\n", 1),
+		{
+			name:     "generateName of 71 characters is cut to 63",
+			manifest: "apiVersion: cache.example.com/v1alpha1\nkind: Memcached\nmetadata:\n  generateName: " + generated + "\nspec:\n  size: 1\n",
+			args:     []string{"create", "-f", "-", "-o", "name"}, size: 1,
+			check: func(t *testing.T, _ *namespace, name string) {
+				if len(name) != 63 || !strings.HasPrefix(name, generated[:58]) {
+					t.Errorf("generated name %q, want the first 58 characters of %q and 5 more", name, generated)
+				}
+			},
+		},
+		// The kind and version.
+		{
+			name: "unserved version", object: "v1-cache",
+			manifest: "apiVersion: cache.example.com/v1\nkind: Memcached\nmetadata:\n  name: v1-cache\nspec:\n  size: 1\n",
+			refused:  `no matches for kind "Memcached" in version "cache.example.com/v1"`,
+		},
+	}
+}
+
+// specHasOnlySize fails unless Memcached name's spec holds size alone: the
+// API server pruned the fields the schema does not declare.
+func specHasOnlySize(t *testing.T, ns *namespace, name string) {
+	var m struct{ Spec map[string]any }
+	if err := ns.kubectl.GetJSON(context.Background(), &m, "memcached", name); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Spec) != 1 || m.Spec["size"] == nil {
+		t.Errorf("spec = %v, want size alone: undeclared fields are pruned", m.Spec)
+	}
+}
+
+// TestBadInput feeds the API server Memcached resources that are malformed or
+// at the edge of what the operator can serve: wrong types, sizes out of
+// range, missing or null spec, unknown fields, status on create, and names
+// that cannot name a Deployment or a label value. Each is either refused,
+// with a message that says why, or accepted and served: its Deployment and
+// pods converge. Writes to an existing Memcached are checked the same way.
+func TestBadInput(t *testing.T) {
+	ns := newNamespace(t, slug(t.Name()))
+	ns.startOperator()
+	ctx := context.Background()
+	accepted := 0
+	for _, c := range badInputs() {
+		t.Run(c.name, func(t *testing.T) {
+			ns := ns.withT(t)
+			args := c.args
+			if args == nil {
+				args = []string{"apply", "-f", "-"}
+			}
+			out, err := ns.kubectl.RunWithInput(ctx, c.manifest, args...)
+			if c.refused != "" {
+				checkRefused(t, err, c.refused)
+				if c.object != "" && ns.exists("memcached", c.object) {
+					t.Errorf("memcached %s exists, want it refused", c.object)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("want it accepted: %v", err)
+			}
+			accepted++
+			name := c.object
+			if name == "" {
+				name = strings.TrimPrefix(strings.TrimSpace(out), "memcached.cache.example.com/")
+			}
+			ns.waitConverged(name, c.size)
+			if c.check != nil {
+				c.check(t, ns, name)
+			}
+		})
+	}
+
+	t.Run("writes to an existing Memcached", func(t *testing.T) {
+		ns := ns.withT(t)
+		ns.createMemcached("target", 1)
+		before := ns.waitConverged("target", 1)
+		accepted++
+		for _, w := range []struct {
+			name    string
+			args    []string
+			refused string
+		}{
+			{"kubectl scale above 100 is refused", []string{"scale", "memcached/target", "--replicas=101"}, "spec.size in body should be less than or equal to 100"},
+			{"a patch of size below 0 is refused", []string{"patch", "memcached", "target", "--type=merge", "-p", `{"spec":{"size":-1}}`}, "spec.size in body should be greater than or equal to 0"},
+			{"a patch of spec to null is refused", []string{"patch", "memcached", "target", "--type=merge", "-p", `{"spec":null}`}, "spec: Required value"},
+			{"status written through the resource itself is ignored", []string{"patch", "memcached", "target", "--type=merge", "-p", `{"status":{"nodes":["not-a-pod"],"readyReplicas":7}}`}, ""},
+		} {
+			t.Run(w.name, func(t *testing.T) {
+				ns := ns.withT(t)
+				_, err := ns.kubectl.Run(ctx, w.args...)
+				if w.refused != "" {
+					checkRefused(t, err, w.refused)
+				} else if err != nil {
+					t.Fatal(err)
+				}
+				o := ns.waitConverged("target", 1)
+				if o.Memcached.Metadata.Generation != before.Memcached.Metadata.Generation {
+					t.Errorf("generation %d, want %d: the spec changed", o.Memcached.Metadata.Generation, before.Memcached.Metadata.Generation)
+				}
+			})
+		}
+	})
+
+	t.Run("only the accepted inputs exist", func(t *testing.T) {
+		out := ns.withT(t).run("get", "memcacheds", "-o", "name")
+		if got := len(strings.Fields(out)); got != accepted {
+			t.Errorf("%d Memcached resources exist, want the %d accepted: %s", got, accepted, out)
+		}
+	})
+}
+
+// checkRefused fails t unless err is a kubectl refusal whose message holds why.
+func checkRefused(t *testing.T, err error, why string) {
+	t.Helper()
+	var ce *framework.CommandError
+	if !errors.As(err, &ce) {
+		t.Fatalf("got %v, want kubectl to report a refusal containing %q", err, why)
+	}
+	if !strings.Contains(ce.Stderr, why) {
+		t.Errorf("refusal %q does not say %q", ce.Stderr, why)
+	}
+	t.Logf("refused: %s", ce.Stderr)
+}
+
+// withT returns a copy of ns whose helpers fail t, a subtest of ns's test.
+func (ns *namespace) withT(t testing.TB) *namespace {
+	c := *ns
+	c.t = t
+	return &c
+}
+
+// exists reports whether the object kind/name exists in the namespace.
+func (ns *namespace) exists(kind, name string) bool {
+	ns.t.Helper()
+	return strings.TrimSpace(ns.run("get", kind, name, "--ignore-not-found", "-o", "name")) != ""
+}

@@ -17,6 +17,9 @@ KUBECONFIG ?= $(HOME)/.kube/config
 MEMCACHED_IMAGE ?=
 
 OUTPUT := tmp/_output
+# DEPLOY_DIR holds the manifest `make deploy` renders, one folder per namespace, so
+# that deploys to two namespaces at once never share a file.
+DEPLOY_DIR = $(OUTPUT)/deploy/$(NAMESPACE)
 BIN := $(OUTPUT)/bin/memcached-operator
 
 export VERSION IMG NAMESPACE
@@ -90,15 +93,15 @@ images: ## Build the real node's images (pause, memcached, operator per release)
 ##@ Deploy
 
 .PHONY: deploy
-deploy: ## Apply deploy/ to KUBECONFIG with the operator image IMG.
-	@mkdir -p $(OUTPUT)
-	tmp/build/render-operator.sh "$(IMG)" > $(OUTPUT)/operator.yaml
+deploy: ## Apply deploy/ to KUBECONFIG with the operator image IMG (and MEMCACHED_IMAGE, if set).
+	@mkdir -p $(DEPLOY_DIR)
+	tmp/build/render-operator.sh "$(IMG)" > $(DEPLOY_DIR)/operator.yaml
 	if [[ -n "$(MEMCACHED_IMAGE)" ]]; then \
-		kubectl set env --local -f $(OUTPUT)/operator.yaml -c memcached-operator MEMCACHED_IMAGE="$(MEMCACHED_IMAGE)" -o yaml > $(OUTPUT)/operator.env.yaml; \
-		mv -f $(OUTPUT)/operator.env.yaml $(OUTPUT)/operator.yaml; \
+		kubectl set env --local -f $(DEPLOY_DIR)/operator.yaml -c memcached-operator MEMCACHED_IMAGE="$(MEMCACHED_IMAGE)" -o yaml > $(DEPLOY_DIR)/operator.env.yaml; \
+		mv -f $(DEPLOY_DIR)/operator.env.yaml $(DEPLOY_DIR)/operator.yaml; \
 	fi
 	KUBECONFIG=$(KUBECONFIG) kubectl create namespace $(NAMESPACE) --dry-run=client -o yaml | KUBECONFIG=$(KUBECONFIG) kubectl apply -f -
-	KUBECONFIG=$(KUBECONFIG) kubectl apply -n $(NAMESPACE) -f deploy/crd.yaml -f deploy/sa.yaml -f deploy/rbac.yaml -f $(OUTPUT)/operator.yaml
+	KUBECONFIG=$(KUBECONFIG) kubectl apply -n $(NAMESPACE) -f deploy/crd.yaml -f deploy/sa.yaml -f deploy/rbac.yaml -f $(DEPLOY_DIR)/operator.yaml
 
 .PHONY: undeploy
 undeploy: ## Delete what `make deploy` applied (Memcached resources first).

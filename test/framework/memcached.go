@@ -69,4 +69,3 @@ func MemcachedStats(addr string) (map[string]string, error) {
 	}
 	return nil, fmt.Errorf("stats from %s ended without END: %v", addr, sc.Err())
 }
-

@@ -1,6 +1,6 @@
-// Package olm tests the operator's OLM catalog: that it is what deploy/ renders, that the
-// Operator Framework's own validators accept it, and (in olm_e2e_test.go) that a real OLM
-// installs and upgrades it on a local cluster.
+// Package olm tests the operator's OLM catalog: that it is what deploy/ renders and that
+// the Operator Framework's own validators accept it. That a real OLM installs and upgrades
+// it on a real node is test/realnode's TestOLMInstallsAndUpgradesOperator.
 package olm
 
 import (

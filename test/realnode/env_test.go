@@ -16,12 +16,12 @@ import (
 // memcachedPort is the port of the memcached containers the operator writes.
 const memcachedPort = 11211
 
-// createMemcached creates Memcached name of size in the namespace, deletes it
+// createMemcached creates Memcached name of size in k's namespace, deletes it
 // when the test ends, and on failure logs the namespace, the operator's log and
 // the kubelet's.
-func createMemcached(t *testing.T, name string, size int) {
+func createMemcached(t *testing.T, k framework.Kubectl, name string, size int) {
 	t.Helper()
-	if err := admin.Apply(context.Background(), fmt.Sprintf(`apiVersion: cache.example.com/v1alpha1
+	if err := k.Apply(context.Background(), fmt.Sprintf(`apiVersion: cache.example.com/v1alpha1
 kind: Memcached
 metadata:
   name: %s
@@ -31,21 +31,21 @@ spec:
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if _, err := admin.Run(context.Background(), "delete", "memcached", name, "--ignore-not-found", "--wait=true"); err != nil {
+		if _, err := k.Run(context.Background(), "delete", "memcached", name, "--ignore-not-found", "--wait=true"); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
 	})
-	dumpOnFailure(t)
+	dumpOnFailure(t, k)
 }
 
-// dumpOnFailure logs what explains a failure: the namespace's objects and events,
-// the operator's log through `kubectl logs`, and the kubelet's log.
-func dumpOnFailure(t *testing.T) {
+// dumpOnFailure logs what explains a failure: the objects and events of k's
+// namespace, its operator's log through `kubectl logs`, and the kubelet's log.
+func dumpOnFailure(t *testing.T, k framework.Kubectl) {
 	t.Helper()
 	framework.DumpOnFailure(t, func() string {
-		return framework.Describe(context.Background(), cluster.Kubectl(), namespace, "memcached,deployments,pods")
+		return framework.Describe(context.Background(), cluster.Kubectl(), k.Namespace, "memcached,deployments,pods")
 	}, func() string {
-		out, err := admin.Run(context.Background(), "logs", "deployment/"+operatorName, "--tail=60")
+		out, err := k.Run(context.Background(), "logs", "deployment/"+operatorName, "--tail=60")
 		return "===== kubectl logs deployment/" + operatorName + "\n" + out + errText(err)
 	}, func() string {
 		return "===== kubelet log (tail)\n" + tail(node.Log(context.Background(), "kubelet"), 40)
@@ -96,10 +96,11 @@ func podAddr(o framework.Observed, name string) (string, error) {
 	return "", fmt.Errorf("status.nodes names pod %s, which does not exist", name)
 }
 
-// operatorPod returns the operator's one pod once it is Running and Ready.
-func operatorPod(ctx context.Context) (framework.Pod, error) {
+// operatorPod returns the one operator pod of k's namespace once it is Running
+// and Ready.
+func operatorPod(ctx context.Context, k framework.Kubectl) (framework.Pod, error) {
 	var pods struct{ Items []framework.Pod }
-	if err := admin.GetJSON(ctx, &pods, "pods", "-l", "app.kubernetes.io/name="+operatorName); err != nil {
+	if err := k.GetJSON(ctx, &pods, "pods", "-l", "app.kubernetes.io/name="+operatorName); err != nil {
 		return framework.Pod{}, err
 	}
 	var live []framework.Pod

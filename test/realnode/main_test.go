@@ -118,7 +118,10 @@ func run(m *testing.M) (code int) {
 	fmt.Fprintf(os.Stderr, "realnode: cluster %s with real node %s ready in %s\n", clusterName, framework.RealNodeName, time.Since(start).Round(100*time.Millisecond))
 
 	admin = cluster.Kubectl().WithNamespace(namespace)
-	if err := deployOperator(ctx); err != nil {
+	if err := requireOperatorCreatesAsServiceAccount(ctx); err != nil {
+		return fail(err)
+	}
+	if err := deployOperator(ctx, namespace, memcachedImage); err != nil {
 		fmt.Fprintln(os.Stderr, framework.Describe(ctx, cluster.Kubectl(), namespace, "deployments,pods"))
 		fmt.Fprintln(os.Stderr, tail(node.Log(ctx, "kubelet"), 40))
 		return fail(err)
@@ -126,30 +129,27 @@ func run(m *testing.M) (code int) {
 	return m.Run()
 }
 
-// deployOperator does what the README tells a user: a namespace that enforces
-// Pod Security "restricted", then `make deploy` with the local images, then a wait
-// for the operator pod to be Ready.
-func deployOperator(ctx context.Context) error {
+// deployOperator does what the README tells a user: a namespace ns that enforces
+// Pod Security "restricted", then `make deploy` with the local operator image and
+// memcached image mc, then a wait for the operator pod to be Ready.
+func deployOperator(ctx context.Context, ns, mc string) error {
 	cl := cluster.Kubectl()
-	if _, err := cl.Run(ctx, "create", "namespace", namespace); err != nil {
+	if _, err := cl.Run(ctx, "create", "namespace", ns); err != nil {
 		return err
 	}
-	if _, err := cl.Run(ctx, "label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted"); err != nil {
-		return err
-	}
-	if err := requireOperatorCreatesAsServiceAccount(ctx); err != nil {
+	if _, err := cl.Run(ctx, "label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted"); err != nil {
 		return err
 	}
 	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "deploy",
-		"KUBECONFIG="+cluster.Kubeconfig, "NAMESPACE="+namespace,
-		"IMG="+operatorImage, "MEMCACHED_IMAGE="+memcachedImage)
+		"KUBECONFIG="+cluster.Kubeconfig, "NAMESPACE="+ns,
+		"IMG="+operatorImage, "MEMCACHED_IMAGE="+mc)
 	cmd.Dir = paths.Root
 	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(paths.Tool("kubectl"))+string(os.PathListSeparator)+os.Getenv("PATH"))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("make deploy: %v\n%s", err, out)
 	}
-	return framework.Eventually(ctx, readyTimeout, "the operator pod to be Running and Ready", func(ctx context.Context) error {
-		_, err := operatorPod(ctx)
+	return framework.Eventually(ctx, readyTimeout, "the operator pod in "+ns+" to be Running and Ready", func(ctx context.Context) error {
+		_, err := operatorPod(ctx, cl.WithNamespace(ns))
 		return err
 	})
 }

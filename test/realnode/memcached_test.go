@@ -15,7 +15,8 @@ import (
 // and keeps its cache inside the memory limit the kernel enforces on it.
 func TestMemcachedServes(t *testing.T) {
 	const name, size = "example-memcached", 3
-	createMemcached(t, name, size)
+	t.Parallel()
+	createMemcached(t, admin, name, size)
 	o := waitServing(t, name, size)
 	t.Logf("status.nodes = %v", o.Memcached.Status.Nodes)
 
@@ -69,7 +70,8 @@ func TestMemcachedServes(t *testing.T) {
 // serving before status.nodes names it as converged.
 func TestScaleRealPods(t *testing.T) {
 	const name = "scaled"
-	createMemcached(t, name, 1)
+	t.Parallel()
+	createMemcached(t, admin, name, 1)
 	waitServing(t, name, 1)
 	for _, size := range []int{4, 2} {
 		if _, err := admin.Run(context.Background(), "scale", "memcached/"+name, fmt.Sprintf("--replicas=%d", size)); err != nil {
@@ -92,7 +94,8 @@ func TestScaleRealPods(t *testing.T) {
 // pod takes its place and status.nodes follows.
 func TestDeletedPodReplaced(t *testing.T) {
 	const name = "replaced"
-	createMemcached(t, name, 2)
+	t.Parallel()
+	createMemcached(t, admin, name, 2)
 	before := waitServing(t, name, 2)
 	victim := before.Memcached.Status.Nodes[0]
 	if _, err := admin.Run(context.Background(), "delete", "pod", victim, "--wait=false"); err != nil {

@@ -19,9 +19,10 @@ const operatorUID = 65532
 // credentials in use, and the kubelet enforcing the non-root user and the
 // read-only root filesystem of deploy/operator.yaml.
 func TestOperatorPod(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	dumpOnFailure(t)
-	p, err := operatorPod(ctx)
+	dumpOnFailure(t, admin)
+	p, err := operatorPod(ctx, admin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +62,7 @@ func TestOperatorPod(t *testing.T) {
 		}
 		// The admission policy of TestMain refuses memcached Deployments from any
 		// other user, so a Deployment the operator created proves whose token it used.
-		createMemcached(t, "whoami", 1)
+		createMemcached(t, admin, "whoami", 1)
 		err := framework.Eventually(ctx, readyTimeout, "deployment whoami, created by the operator", func(ctx context.Context) error {
 			_, err := admin.Run(ctx, "get", "deployment", "whoami")
 			return err
@@ -99,12 +100,14 @@ func TestOperatorPod(t *testing.T) {
 
 // TestOperatorRestartedByKubelet kills the operator's process as a crash would and
 // checks that the kubelet restarts the container and the operator then converges.
+// It is the one test that does not run in parallel: the others run after it, with
+// the operator up.
 func TestOperatorRestartedByKubelet(t *testing.T) {
 	ctx := context.Background()
-	createMemcached(t, "after-crash", 1)
+	createMemcached(t, admin, "after-crash", 1)
 	waitServing(t, "after-crash", 1)
 
-	p, err := operatorPod(ctx)
+	p, err := operatorPod(ctx, admin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +121,7 @@ func TestOperatorRestartedByKubelet(t *testing.T) {
 	}
 	t.Logf("killed operator process %d (container restarts so far: %d)", pid, restarts)
 	err = framework.Eventually(ctx, readyTimeout, "the kubelet to restart the operator container", func(ctx context.Context) error {
-		now, err := operatorPod(ctx)
+		now, err := operatorPod(ctx, admin)
 		if err != nil {
 			return err
 		}

@@ -11,12 +11,15 @@ import (
 )
 
 // truthWindow is how long the status is sampled while pods cannot become Ready.
-const truthWindow = 20 * time.Second
+const truthWindow = 15 * time.Second
 
 // TestStatusReportsPodFailures runs memcached pods that can never be Ready, as a
 // user would get them from a wrong image, and checks that the Memcached's status
-// says so with the kubelet's own reason, never "AsExpected", at every sample.
+// says so with the kubelet's own reason, never "AsExpected", at every sample. Each
+// case deploys an operator of its own, configured with the wrong image, to a
+// namespace of its own.
 func TestStatusReportsPodFailures(t *testing.T) {
+	t.Parallel()
 	pause, err := framework.ImageRef(context.Background(), paths, "pause")
 	if err != nil {
 		t.Fatal(err)
@@ -42,10 +45,11 @@ func TestStatusReportsPodFailures(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			setOperatorMemcachedImage(t, tc.image)
-			createMemcached(t, tc.name, 2)
+			t.Parallel()
+			k := deployOperatorNamespace(t, "status-"+tc.name, tc.image)
+			createMemcached(t, k, tc.name, 2)
 			err := framework.Eventually(context.Background(), readyTimeout, "condition Degraded=True with the pods' reason", func(ctx context.Context) error {
-				m, err := getMemcached(ctx, tc.name)
+				m, err := getMemcached(ctx, k, tc.name)
 				if err != nil {
 					return err
 				}
@@ -63,7 +67,7 @@ func TestStatusReportsPodFailures(t *testing.T) {
 				t.Fatal(err)
 			}
 			err = framework.Consistently(context.Background(), truthWindow, "a status that reports the pods as not ready", func(ctx context.Context) error {
-				m, err := getMemcached(ctx, tc.name)
+				m, err := getMemcached(ctx, k, tc.name)
 				if err != nil {
 					return err
 				}
@@ -90,36 +94,24 @@ func notReadyStatus(m framework.Memcached) error {
 	return nil
 }
 
-func getMemcached(ctx context.Context, name string) (framework.Memcached, error) {
+func getMemcached(ctx context.Context, k framework.Kubectl, name string) (framework.Memcached, error) {
 	var m framework.Memcached
-	err := admin.GetJSON(ctx, &m, "memcached", name)
+	err := k.GetJSON(ctx, &m, "memcached", name)
 	return m, err
 }
 
-// setOperatorMemcachedImage points the deployed operator at another memcached
-// image, as a user would with `kubectl set env`, waits for the new operator pod,
-// and restores the local image when the test ends.
-func setOperatorMemcachedImage(t *testing.T, image string) {
+// deployOperatorNamespace deploys an operator whose memcached image is image to a new
+// namespace ns, as `make deploy MEMCACHED_IMAGE=...` does, and deletes the
+// namespace when the test ends.
+func deployOperatorNamespace(t *testing.T, ns, image string) framework.Kubectl {
 	t.Helper()
-	set := func(image string) error {
-		ctx := context.Background()
-		if _, err := admin.Run(ctx, "set", "env", "deployment/"+operatorName, "MEMCACHED_IMAGE="+image); err != nil {
-			return err
-		}
-		if _, err := admin.Run(ctx, "rollout", "status", "deployment/"+operatorName, "--timeout="+readyTimeout.String()); err != nil {
-			return err
-		}
-		return framework.Eventually(ctx, readyTimeout, "one Ready operator pod", func(ctx context.Context) error {
-			_, err := operatorPod(ctx)
-			return err
-		})
-	}
-	if err := set(image); err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
-		if err := set(memcachedImage); err != nil {
-			t.Errorf("restore the operator's memcached image: %v", err)
+		if _, err := cluster.Kubectl().Run(context.Background(), "delete", "namespace", ns, "--ignore-not-found", "--wait=false"); err != nil {
+			t.Errorf("cleanup: %v", err)
 		}
 	})
+	if err := deployOperator(context.Background(), ns, image); err != nil {
+		t.Fatal(err)
+	}
+	return cluster.Kubectl().WithNamespace(ns)
 }

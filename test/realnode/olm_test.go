@@ -1,4 +1,4 @@
-package olm
+package realnode
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,8 +21,8 @@ import (
 )
 
 // The OLM end-to-end test installs OLM's `olm` operator (operator-lifecycle-manager v0.38.0,
-// built by test/scripts/build-tools.sh) and its CRDs on a local cluster whose only node is the
-// machine's real node (test/scripts/node.sh), then follows the getting-started guide:
+// built by test/scripts/build-tools.sh) and its CRDs on the suite's cluster, whose only node
+// is the machine's real node, then follows the getting-started guide in a namespace of its own:
 // OperatorGroup, CSV 0.0.1 (Pending until its requirements exist), CRD + ServiceAccount + RBAC
 // (Succeeded), two Memcached resources, CSV 0.0.2 (Succeeded, 0.0.1 gone, operator pod rolled
 // to the 0.0.2 image) and finally the same memcached pods, still holding the keys written
@@ -38,11 +37,9 @@ import (
 // checks that nothing else differs).
 
 const (
-	olmClusterName = "memcached-olm-e2e"
-	olmNamespace   = "olm"
+	olmNamespace = "olm"
 	// operatorNamespace is where the OperatorGroup, the CSVs and the operator live.
 	operatorNamespace = "memcached"
-	operatorName      = "memcached-operator"
 	// olmInterval is OLM's resync period. OLM does not watch ServiceAccounts or Roles, so a
 	// Pending CSV notices its newly created requirements only on resync; the default is 5m.
 	olmInterval = "5s"
@@ -61,45 +58,18 @@ var guideResources = []struct {
 }
 
 func TestOLMInstallsAndUpgradesOperator(t *testing.T) {
-	if testing.Short() {
-		t.Skip("OLM end-to-end test: needs a local cluster (skipped with -short)")
-	}
+	t.Parallel()
 	ctx := context.Background()
-	paths, err := framework.NewPaths()
-	if err != nil {
+	workDir := filepath.Join(scratch, "olm")
+	if err := os.RemoveAll(workDir); err != nil {
 		t.Fatal(err)
 	}
-	workDir := filepath.Join(paths.Output(), "e2e", "olm")
-	lockWorkDir(t, workDir)
+	if err := os.MkdirAll(workDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	requireFreshCatalog(t, workDir)
 	crdsDir := olmCRDs(ctx, t, paths, workDir)
 	images := localImages(ctx, t, paths)
-
-	// StartCluster recreates the cluster, so a kept or half-deleted one never leaks old CSVs.
-	t.Logf("starting cluster %s with the real node", olmClusterName)
-	cluster, err := framework.StartCluster(ctx, paths, olmClusterName, filepath.Join(workDir, "kubeconfig"), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if os.Getenv("OLM_E2E_KEEP_CLUSTER") != "" {
-			t.Logf("keeping cluster %s (KUBECONFIG=%s)", cluster.Name, cluster.Kubeconfig)
-			return
-		}
-		if err := cluster.Delete(context.Background()); err != nil {
-			t.Errorf("deleting cluster: %v", err)
-		}
-	})
-	node, err := framework.StartRealNode(ctx, paths, cluster)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		// node.sh down fails when the host is not restored.
-		if err := node.Stop(context.Background()); err != nil {
-			t.Error(err)
-		}
-	})
 	admin := cluster.Kubectl()
 	k := admin.WithNamespace(operatorNamespace)
 
@@ -377,47 +347,20 @@ func waitForOperatorVersion(ctx context.Context, t *testing.T, k framework.Kubec
 // RequirementsNotMet until the test times out, as it would for a user.
 func requireFreshCatalog(t *testing.T, workDir string) {
 	t.Helper()
-	d, err := catalog.LoadDeploy(deployDir)
+	d, err := catalog.LoadDeploy(paths.Deploy(""))
 	if err != nil {
 		t.Fatal(err)
 	}
 	rendered := filepath.Join(workDir, "rendered-catalog")
-	if err := catalog.Regenerate(d, catalogDir, rendered); err != nil {
+	if err := catalog.Regenerate(d, catalogDir(), rendered); err != nil {
 		t.Fatal(err)
 	}
-	diffs, err := catalog.Diff(catalogDir, rendered)
+	diffs, err := catalog.Diff(catalogDir(), rendered)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(diffs) > 0 {
 		t.Fatalf("deploy/olm-catalog is stale (see TestCatalogIsUpToDate):\n  %s", strings.Join(diffs, "\n  "))
-	}
-}
-
-// lockWorkDir takes an exclusive lock for this test's cluster name and work directory, so
-// that two runs at once (make e2e in two terminals) queue instead of deleting each other's
-// cluster, and then empties the work directory. The lock is released when the test ends.
-func lockWorkDir(t *testing.T, workDir string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(workDir), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.OpenFile(workDir+".lock", os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		t.Logf("another OLM e2e run holds %s; waiting for it", f.Name())
-		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() { f.Close() }) // closing releases the lock
-	if err := os.RemoveAll(workDir); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(workDir, 0o755); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -457,8 +400,13 @@ func olmCRDs(ctx context.Context, t *testing.T, paths framework.Paths, workDir s
 	return dst
 }
 
+// catalogDir is the package's folder in deploy/olm-catalog.
+func catalogDir() string {
+	return paths.Deploy(filepath.Join("olm-catalog", catalog.PackageName))
+}
+
 func csvFile(version string) string {
-	return filepath.Join(catalogDir, version, catalog.CSVFileName(version))
+	return filepath.Join(catalogDir(), version, catalog.CSVFileName(version))
 }
 
 func operatorGroup(namespace string) string {
@@ -612,9 +560,9 @@ func listPods(ctx context.Context, k framework.Kubectl, cr string) (map[string]p
 				DeletionTimestamp *string `json:"deletionTimestamp"`
 			} `json:"metadata"`
 			Status struct {
-				Phase             string `json:"phase"`
-				PodIP             string `json:"podIP"`
-				Conditions        []struct {
+				Phase      string `json:"phase"`
+				PodIP      string `json:"podIP"`
+				Conditions []struct {
 					Type   string `json:"type"`
 					Status string `json:"status"`
 				} `json:"conditions"`
@@ -761,13 +709,4 @@ func output(out string, err error) string {
 		return out + "(error: " + err.Error() + ")\n"
 	}
 	return out
-}
-
-// tail returns the last n lines of s.
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n") + "\n"
 }

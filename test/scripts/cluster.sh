@@ -15,7 +15,8 @@
 #                                           delete NAME if it exists, then create it
 #                                           fresh (test suites: no leftover objects).
 #   cluster.sh down NAME KUBECONFIG         delete NAME and its kubeconfig.
-#   cluster.sh status NAME KUBECONFIG       succeed when NAME answers /readyz.
+#   cluster.sh status NAME KUBECONFIG       succeed when NAME answers /readyz and all
+#                                           its components run.
 #   cluster.sh logs NAME COMPONENT          print a component's log (kube-apiserver,
 #                                           kube-controller-manager, kwok-controller...).
 #   cluster.sh sa-kubeconfig ADMIN_KUBECONFIG NAMESPACE SERVICEACCOUNT OUT [DURATION]
@@ -43,6 +44,24 @@ exists() {
 # healthy succeeds when the API server behind KUBECONFIG is ready.
 healthy() {
   [[ -s "$1" ]] && "${KUBECTL}" --kubeconfig "$1" --request-timeout=5s get --raw /readyz >/dev/null 2>&1
+}
+
+# dead_components prints the components of cluster NAME (etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler, kwok-controller) whose process has exited.
+# The API server answering /readyz says nothing about the controller manager, without
+# which no Deployment gets pods.
+dead_components() {
+  local file
+  for file in "${KWOK_WORKDIR}/clusters/$1/pids/"*.pid; do
+    [[ -e "${file}" ]] || continue
+    pid_alive "${file}" || basename "${file}" .pid
+  done
+}
+
+# serving succeeds when cluster NAME answers /readyz at KUBECONFIG and every one of its
+# components runs.
+serving() {
+  healthy "$2" && [[ -z "$(dead_components "$1")" ]]
 }
 
 # write_kubeconfig writes NAME's admin kubeconfig to FILE, alone in that file.
@@ -127,10 +146,13 @@ cmd_up() {
   mkdir -p "${KWOK_WORKDIR}"
 
   if exists "${name}"; then
-    if healthy "${kubeconfig}"; then
+    if serving "${name}" "${kubeconfig}"; then
       log "reusing running cluster ${name}"
     else
-      log "cluster ${name} exists but is not serving; restarting it"
+      local dead
+      dead="$(dead_components "${name}" | paste -sd' ')"
+      log "cluster ${name} exists but is not serving${dead:+ (exited: ${dead})}; restarting it"
+      "${KWOKCTL}" -v WARN stop cluster --name "${name}" >&2 || true
       if ! "${KWOKCTL}" -v WARN start cluster --name "${name}" --wait 1m >&2 ||
         ! { write_kubeconfig "${name}" "${kubeconfig}" && wait_for 60 "cluster ${name}" healthy "${kubeconfig}"; }; then
         log "restart failed; recreating cluster ${name}"
@@ -182,7 +204,7 @@ cmd_recreate() {
 cmd_status() {
   (($# == 2)) || fatal "usage: cluster.sh status NAME KUBECONFIG"
   require_tools kwokctl kubectl
-  exists "$1" && healthy "$2"
+  exists "$1" && serving "$1" "$2"
 }
 
 cmd_logs() {

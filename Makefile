@@ -100,7 +100,7 @@ deploy: ## Apply deploy/ to KUBECONFIG with the operator image IMG (and MEMCACHE
 		kubectl set env --local -f $(DEPLOY_DIR)/operator.yaml -c memcached-operator MEMCACHED_IMAGE="$(MEMCACHED_IMAGE)" -o yaml > $(DEPLOY_DIR)/operator.env.yaml; \
 		mv -f $(DEPLOY_DIR)/operator.env.yaml $(DEPLOY_DIR)/operator.yaml; \
 	fi
-	KUBECONFIG=$(KUBECONFIG) kubectl create namespace $(NAMESPACE) --dry-run=client -o yaml | KUBECONFIG=$(KUBECONFIG) kubectl apply -f -
+	KUBECONFIG=$(KUBECONFIG) kubectl get namespace $(NAMESPACE) >/dev/null 2>&1 || KUBECONFIG=$(KUBECONFIG) kubectl create namespace $(NAMESPACE)
 	KUBECONFIG=$(KUBECONFIG) kubectl apply -n $(NAMESPACE) -f deploy/crd.yaml -f deploy/sa.yaml -f deploy/rbac.yaml -f $(DEPLOY_DIR)/operator.yaml
 
 .PHONY: undeploy

@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -64,17 +62,7 @@ func run(m *testing.M) int {
 			}
 		}
 		defer deleteCluster()
-		// The cluster's processes are not our children: on Ctrl-C or a kill, delete
-		// it before exiting. (A `go test -timeout` panic skips this; the next run
-		// then recreates the cluster.)
-		signals := make(chan os.Signal, 1)
-		signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
-		go func() {
-			sig := <-signals
-			fmt.Fprintf(os.Stderr, "e2e: %v: deleting cluster %s\n", sig, clusterName)
-			deleteCluster()
-			os.Exit(1)
-		}()
+		framework.CleanupOnSignal("e2e: deleting cluster "+clusterName, deleteCluster)
 	} else {
 		defer fmt.Fprintf(os.Stderr, "e2e: E2E_KEEP_CLUSTER is set; cluster %s keeps running (KUBECONFIG=%s)\n", clusterName, cluster.Kubeconfig)
 	}

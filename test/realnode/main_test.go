@@ -12,10 +12,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -103,14 +101,7 @@ func run(m *testing.M) (code int) {
 		}
 	}
 	defer teardown()
-	signals := make(chan os.Signal, 1)
-	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		sig := <-signals
-		fmt.Fprintf(os.Stderr, "realnode: %v: stopping the real node and deleting cluster %s\n", sig, clusterName)
-		teardown()
-		os.Exit(1)
-	}()
+	framework.CleanupOnSignal("realnode: stopping the real node and deleting cluster "+clusterName, teardown)
 
 	if node, err = framework.StartRealNode(ctx, paths, cluster); err != nil {
 		return fail(err)

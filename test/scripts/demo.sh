@@ -79,11 +79,7 @@ operator_alive() {
 # stop_operator stops the operator that a previous `demo.sh up` started, if any.
 stop_operator() {
   if operator_alive; then
-    local pid
-    pid="$(<"${OPERATOR_PID}")"
-    log "stopping the operator (pid ${pid})"
-    kill -TERM "${pid}"
-    wait_for 30 "the operator to exit" bash -c "! kill -0 ${pid}" || kill -KILL "${pid}" 2>/dev/null || true
+    stop_pid_file "${OPERATOR_PID}" "the operator" 30
   fi
   rm -f "${OPERATOR_PID}"
 }

@@ -69,6 +69,19 @@ wait_for() {
   done
 }
 
+# stop_pid_file stops the process whose pid FILE holds, if it runs: SIGTERM, then
+# SIGKILL after SECONDS. It removes FILE. Usage: stop_pid_file FILE NAME SECONDS
+stop_pid_file() {
+  local file="$1" name="$2" seconds="$3" pid
+  if pid_alive "${file}"; then
+    pid="$(<"${file}")"
+    log "stopping ${name} (pid ${pid})"
+    kill -TERM "${pid}" 2>/dev/null || true
+    wait_for "${seconds}" "${name} to exit" bash -c "! kill -0 ${pid} 2>/dev/null" || kill -KILL "${pid}" 2>/dev/null || true
+  fi
+  rm -f "${file}"
+}
+
 # pid_alive succeeds when the pid in FILE belongs to a running process.
 pid_alive() {
   local file="$1" pid

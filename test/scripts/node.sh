@@ -295,13 +295,7 @@ start() {
 
 # stop COMPONENT sends SIGTERM, then SIGKILL after 20 seconds.
 stop() {
-  local file="${PID_DIR}/$1.pid" pid
-  if pid_alive "${file}"; then
-    pid="$(<"${file}")"
-    kill -TERM "${pid}" 2>/dev/null || true
-    wait_for 20 "$1 to exit" bash -c "! kill -0 ${pid} 2>/dev/null" || kill -KILL "${pid}" 2>/dev/null || true
-  fi
-  rm -f "${file}"
+  stop_pid_file "${PID_DIR}/$1.pid" "$1" 20
 }
 
 # shims prints the pids of the containerd shims that belong to this node.

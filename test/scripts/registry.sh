@@ -52,14 +52,7 @@ CONFIG
 }
 
 cmd_down() {
-  if pid_alive "${PID_FILE}"; then
-    local pid
-    pid="$(<"${PID_FILE}")"
-    log "stopping docker-registry (pid ${pid})"
-    kill -TERM "${pid}"
-    wait_for 15 "docker-registry to exit" bash -c "! kill -0 ${pid}" || kill -KILL "${pid}" 2>/dev/null || true
-  fi
-  rm -f "${PID_FILE}"
+  stop_pid_file "${PID_FILE}" docker-registry 15
 }
 
 main() {

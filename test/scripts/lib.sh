@@ -69,6 +69,10 @@ wait_for() {
   done
 }
 
+# Daemons that the scripts start (containerd, the kubelet, kube-proxy, the registry)
+# close descriptors 3 to 9 first, so that none keeps a lock its starter held (a
+# suite's or a user's flock on the real node) for as long as it runs.
+
 # stop_pid_file stops the process whose pid FILE holds, if it runs: SIGTERM, then
 # SIGKILL after SECONDS. It removes FILE. Usage: stop_pid_file FILE NAME SECONDS
 stop_pid_file() {

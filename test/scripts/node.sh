@@ -289,7 +289,7 @@ start() {
   local name="$1"
   shift
   log "starting ${name} (log: ${LOG_DIR#"${ROOT}/"}/${name}.log)"
-  setsid "$@" >>"${LOG_DIR}/${name}.log" 2>&1 </dev/null 8>&- 9>&- &
+  setsid "$@" >>"${LOG_DIR}/${name}.log" 2>&1 </dev/null 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
   echo "$!" >"${PID_DIR}/${name}.pid"
 }
 

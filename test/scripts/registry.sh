@@ -43,7 +43,7 @@ http:
   addr: ${REGISTRY_ADDR}
 CONFIG
   log "starting docker-registry on ${REGISTRY_ADDR} (log: ${LOG_FILE#"${ROOT}/"})"
-  setsid docker-registry serve "${REGISTRY_DIR}/config.yml" >>"${LOG_FILE}" 2>&1 </dev/null 8>&- 9>&- &
+  setsid docker-registry serve "${REGISTRY_DIR}/config.yml" >>"${LOG_FILE}" 2>&1 </dev/null 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
   echo "$!" >"${PID_FILE}"
   if ! wait_for 30 "docker-registry on ${REGISTRY_ADDR}" answers; then
     tail -n 20 "${LOG_FILE}" >&2

@@ -1,0 +1,176 @@
+package leader
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+)
+
+const (
+	testNamespace = "ns"
+	testLease     = "memcached-operator"
+	leasesPath    = "/apis/coordination.k8s.io/v1/namespaces/" + testNamespace + "/leases"
+)
+
+// fakeAPI serves the Lease API of one namespace as the API server does:
+// GET, POST and PUT, resourceVersion bumped on every write, PUT refused
+// with a Conflict unless it carries the stored resourceVersion, POST
+// refused with AlreadyExists.
+type fakeAPI struct {
+	mu     sync.Mutex
+	leases map[string]map[string]interface{}
+	rv     int
+	writes int
+}
+
+func newFakeAPI() *fakeAPI {
+	return &fakeAPI{leases: map[string]map[string]interface{}{}}
+}
+
+// lease returns a copy of the stored Lease name, or nil.
+func (a *fakeAPI) lease(name string) map[string]interface{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	obj, ok := a.leases[name]
+	if !ok {
+		return nil
+	}
+	data, _ := json.Marshal(obj)
+	var out map[string]interface{}
+	_ = json.Unmarshal(data, &out)
+	return out
+}
+
+// put stores obj as Lease name, as another client would.
+func (a *fakeAPI) put(name string, obj map[string]interface{}) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.rv++
+	obj["metadata"].(map[string]interface{})["resourceVersion"] = strconv.Itoa(a.rv)
+	a.leases[name] = obj
+}
+
+func (a *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	name := strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, leasesPath), "/")
+	if !strings.HasPrefix(r.URL.Path, leasesPath) || strings.Contains(name, "/") {
+		writeStatus(w, http.StatusNotFound, "NotFound", "no such path "+r.URL.Path)
+		return
+	}
+	var body map[string]interface{}
+	if r.Method == http.MethodPost || r.Method == http.MethodPut {
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			writeStatus(w, http.StatusBadRequest, "BadRequest", err.Error())
+			return
+		}
+	}
+	switch {
+	case r.Method == http.MethodGet && name != "":
+		obj, ok := a.leases[name]
+		if !ok {
+			writeStatus(w, http.StatusNotFound, "NotFound", fmt.Sprintf("leases.coordination.k8s.io %q not found", name))
+			return
+		}
+		writeJSON(w, http.StatusOK, obj)
+	case r.Method == http.MethodPost && name == "":
+		meta := body["metadata"].(map[string]interface{})
+		name = meta["name"].(string)
+		if _, ok := a.leases[name]; ok {
+			writeStatus(w, http.StatusConflict, "AlreadyExists", fmt.Sprintf("leases.coordination.k8s.io %q already exists", name))
+			return
+		}
+		a.rv++
+		a.writes++
+		meta["resourceVersion"] = strconv.Itoa(a.rv)
+		meta["uid"] = "uid-" + name
+		a.leases[name] = body
+		writeJSON(w, http.StatusCreated, body)
+	case r.Method == http.MethodPut && name != "":
+		old, ok := a.leases[name]
+		if !ok {
+			writeStatus(w, http.StatusNotFound, "NotFound", fmt.Sprintf("leases.coordination.k8s.io %q not found", name))
+			return
+		}
+		meta := body["metadata"].(map[string]interface{})
+		if meta["resourceVersion"] != old["metadata"].(map[string]interface{})["resourceVersion"] {
+			writeStatus(w, http.StatusConflict, "Conflict", fmt.Sprintf("Operation cannot be fulfilled on leases.coordination.k8s.io %q: the object has been modified", name))
+			return
+		}
+		a.rv++
+		a.writes++
+		meta["resourceVersion"] = strconv.Itoa(a.rv)
+		a.leases[name] = body
+		writeJSON(w, http.StatusOK, body)
+	default:
+		writeStatus(w, http.StatusMethodNotAllowed, "MethodNotAllowed", r.Method+" "+r.URL.Path)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, code int, obj interface{}) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(obj)
+}
+
+func writeStatus(w http.ResponseWriter, code int, reason, message string) {
+	writeJSON(w, code, map[string]interface{}{
+		"kind": "Status", "apiVersion": "v1", "metadata": map[string]interface{}{},
+		"status": "Failure", "reason": reason, "message": message, "code": code,
+	})
+}
+
+// front is one candidate's way to the fake API server, which a test can cut
+// (requests hang, as they do when the API server or the network stalls) or
+// make refuse the candidate (403, as RBAC would).
+type front struct {
+	srv     *httptest.Server
+	cut     atomic.Bool
+	forbid  atomic.Bool
+	release chan struct{}
+}
+
+func newFront(t *testing.T, api http.Handler) *front {
+	f := &front{release: make(chan struct{})}
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case f.cut.Load():
+			_, _ = io.Copy(io.Discard, r.Body)
+			select {
+			case <-f.release:
+			case <-r.Context().Done():
+			}
+		case f.forbid.Load():
+			writeStatus(w, http.StatusForbidden, "Forbidden", `leases.coordination.k8s.io is forbidden: User "system:serviceaccount:ns:x" cannot get resource "leases"`)
+		default:
+			api.ServeHTTP(w, r)
+		}
+	}))
+	t.Cleanup(func() {
+		close(f.release)
+		f.srv.Close()
+	})
+	return f
+}
+
+// lock returns a LeaseLock for identity through f.
+func (f *front) lock(t *testing.T, identity string) *LeaseLock {
+	t.Helper()
+	// Renewing at the tests' short retry period takes far more than
+	// client-go's default 5 requests/s.
+	dyn, err := dynamic.NewForConfig(&rest.Config{Host: f.srv.URL, QPS: 1000, Burst: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewLeaseLock(dyn, testNamespace, testLease, identity, nil)
+}

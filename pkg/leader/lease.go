@@ -1,0 +1,302 @@
+// Package leader elects one leader among the operator's replicas, so that
+// only one of them reconciles at a time, with client-go 1.11's
+// tools/leaderelection on a coordination.k8s.io/v1 Lease.
+//
+// client-go 1.11 can lock only on a ConfigMap or an Endpoints object, which
+// stores the leader in an annotation and makes every renewal look like a
+// change to an object that other controllers watch. A Lease is the object the
+// API now has for exactly this (client-go added a Lease lock in 1.14, and
+// kube-controller-manager and kube-scheduler use one), so LeaseLock provides
+// one for 1.11.
+package leader
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+)
+
+// LeaseResource is the API resource of the lock.
+var LeaseResource = schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}
+
+// ReasonLeaderElection is the reason of the Normal Events that LeaseLock
+// records on the Lease when its holder changes.
+const ReasonLeaderElection = "LeaderElection"
+
+// LeaseLock is a resourcelock.Interface on a coordination.k8s.io/v1 Lease.
+//
+// It talks to the API server through the dynamic client. client-go 1.11 has
+// neither the coordination/v1 Go types nor a typed client for them (the API
+// group's v1 is served since Kubernetes 1.14), and the dynamic client speaks
+// JSON to any group and version while returning the API server's refusals as
+// the typed clients do (NotFound, AlreadyExists, Conflict), which is what the
+// elector tests for. A Lease is read into leaseSpec by a JSON round trip.
+//
+// The elector's record maps onto the Lease's spec field by field:
+// holderIdentity, leaseDurationSeconds, acquireTime, renewTime (MicroTime:
+// RFC 3339 in UTC with microseconds) and leaseTransitions. Fields of the
+// spec that the record does not have are kept as they are.
+//
+// Writes are optimistic: Update sends the resourceVersion of the Lease as the
+// last Get or Create returned it, so when two candidates both find a Lease
+// expired and both try to take it, the API server accepts one write and
+// refuses the other with a Conflict. A successful Update therefore means that
+// nobody else wrote the Lease since this lock read it.
+//
+// The elector calls Get, Create and Update from one goroutine; the methods
+// that report on the lock (Answered, RenewedAt) may be called from any.
+type LeaseLock struct {
+	client    dynamic.ResourceInterface
+	namespace string
+	name      string
+	identity  string
+	recorder  record.EventRecorder
+
+	// lease is the Lease as the last Get, Create or Update returned it.
+	lease *unstructured.Unstructured
+
+	mu sync.Mutex
+	// answeredAt is when the API server last answered about the Lease,
+	// and answerErr why the last attempt failed (nil when it did not).
+	answeredAt time.Time
+	answerErr  error
+	// renewedAt is when the last successful write of this identity's
+	// record was sent: the API server stored it at this time or later.
+	renewedAt time.Time
+}
+
+// NewLeaseLock returns a lock on the Lease namespace/name for the candidate
+// identity, through client (a dynamic client whose own rate limit keeps the
+// renewals from queueing behind other requests). recorder, if not nil,
+// records an Event on the Lease when this candidate becomes or stops being
+// the leader.
+func NewLeaseLock(client dynamic.Interface, namespace, name, identity string, recorder record.EventRecorder) *LeaseLock {
+	return &LeaseLock{
+		client:    client.Resource(LeaseResource).Namespace(namespace),
+		namespace: namespace,
+		name:      name,
+		identity:  identity,
+		recorder:  recorder,
+	}
+}
+
+// leaseSpec is the part of a coordination.k8s.io/v1 LeaseSpec that the
+// elector's record maps to.
+type leaseSpec struct {
+	HolderIdentity       *string           `json:"holderIdentity,omitempty"`
+	LeaseDurationSeconds *int32            `json:"leaseDurationSeconds,omitempty"`
+	AcquireTime          *metav1.MicroTime `json:"acquireTime,omitempty"`
+	RenewTime            *metav1.MicroTime `json:"renewTime,omitempty"`
+	LeaseTransitions     *int32            `json:"leaseTransitions,omitempty"`
+}
+
+// Get returns the record the Lease holds; a NotFound error when there is no
+// Lease, which makes the elector Create it.
+func (l *LeaseLock) Get() (*resourcelock.LeaderElectionRecord, error) {
+	lease, err := l.client.Get(l.name, metav1.GetOptions{})
+	l.answered(err)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := recordOf(lease)
+	if err != nil {
+		return nil, fmt.Errorf("failed to read lease %s: %v", l.Describe(), err)
+	}
+	l.lease = lease
+	return rec, nil
+}
+
+// Create creates the Lease holding rec. An AlreadyExists error means another
+// candidate created it first.
+func (l *LeaseLock) Create(rec resourcelock.LeaderElectionRecord) error {
+	lease := &unstructured.Unstructured{}
+	lease.SetAPIVersion(LeaseResource.GroupVersion().String())
+	lease.SetKind("Lease")
+	lease.SetNamespace(l.namespace)
+	lease.SetName(l.name)
+	if err := setRecord(lease, rec); err != nil {
+		return err
+	}
+	sent := time.Now()
+	created, err := l.client.Create(lease)
+	l.answered(err)
+	if err != nil {
+		return err
+	}
+	l.lease = created
+	l.wrote(rec, sent)
+	return nil
+}
+
+// Update writes rec into the Lease as the last Get or Create returned it. A
+// Conflict error means someone wrote the Lease since.
+func (l *LeaseLock) Update(rec resourcelock.LeaderElectionRecord) error {
+	if l.lease == nil {
+		return errors.New("lease not yet read: Get or Create it first")
+	}
+	lease := l.lease.DeepCopy()
+	if err := setRecord(lease, rec); err != nil {
+		return err
+	}
+	sent := time.Now()
+	updated, err := l.client.Update(lease)
+	l.answered(err)
+	if err != nil {
+		return err
+	}
+	l.lease = updated
+	l.wrote(rec, sent)
+	return nil
+}
+
+// RecordEvent records event ("became leader", "stopped leading") on the
+// Lease as a Normal Event, prefixed with this candidate's identity.
+func (l *LeaseLock) RecordEvent(event string) {
+	if l.recorder == nil {
+		return
+	}
+	ref := &corev1.ObjectReference{
+		APIVersion: LeaseResource.GroupVersion().String(),
+		Kind:       "Lease",
+		Namespace:  l.namespace,
+		Name:       l.name,
+	}
+	if l.lease != nil {
+		ref.UID = l.lease.GetUID()
+		ref.ResourceVersion = l.lease.GetResourceVersion()
+	}
+	l.recorder.Eventf(ref, corev1.EventTypeNormal, ReasonLeaderElection, "%s %s", l.identity, event)
+}
+
+// Identity returns the candidate's identity, the holderIdentity it writes.
+func (l *LeaseLock) Identity() string {
+	return l.identity
+}
+
+// Describe names the Lease, for logs.
+func (l *LeaseLock) Describe() string {
+	return l.namespace + "/" + l.name
+}
+
+// answered notes the outcome of a request about the Lease. NotFound,
+// AlreadyExists and Conflict are answers too: the API server is there and
+// this candidate may read and write the Lease; other errors, including
+// Forbidden, mean it cannot take part in the election.
+func (l *LeaseLock) answered(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err == nil || apierrors.IsNotFound(err) || apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) {
+		l.answeredAt, l.answerErr = time.Now(), nil
+		return
+	}
+	l.answerErr = err
+}
+
+// wrote notes a successful write of rec that was sent at sent.
+func (l *LeaseLock) wrote(rec resourcelock.LeaderElectionRecord, sent time.Time) {
+	if rec.HolderIdentity != l.identity {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.renewedAt = sent
+}
+
+// Answered returns when the API server last answered about the Lease (zero
+// if never), and the error of the last attempt if it failed.
+func (l *LeaseLock) Answered() (time.Time, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.answeredAt, l.answerErr
+}
+
+// RenewedAt returns when the last successful write of this candidate's own
+// record was sent (zero if never). The API server stored it no earlier, so
+// no other candidate can consider the Lease expired before RenewedAt plus
+// the lease duration.
+func (l *LeaseLock) RenewedAt() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.renewedAt
+}
+
+// recordOf returns the elector's record that lease holds.
+func recordOf(lease *unstructured.Unstructured) (*resourcelock.LeaderElectionRecord, error) {
+	var spec leaseSpec
+	if raw, ok := lease.Object["spec"]; ok {
+		data, err := json.Marshal(raw)
+		if err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(data, &spec); err != nil {
+			return nil, fmt.Errorf("invalid spec: %v", err)
+		}
+	}
+	rec := &resourcelock.LeaderElectionRecord{}
+	if spec.HolderIdentity != nil {
+		rec.HolderIdentity = *spec.HolderIdentity
+	}
+	if spec.LeaseDurationSeconds != nil {
+		rec.LeaseDurationSeconds = int(*spec.LeaseDurationSeconds)
+	}
+	if spec.AcquireTime != nil {
+		rec.AcquireTime = metav1.NewTime(spec.AcquireTime.Time)
+	}
+	if spec.RenewTime != nil {
+		rec.RenewTime = metav1.NewTime(spec.RenewTime.Time)
+	}
+	if spec.LeaseTransitions != nil {
+		rec.LeaderTransitions = int(*spec.LeaseTransitions)
+	}
+	return rec, nil
+}
+
+// setRecord writes rec into lease's spec, keeping the spec's other fields.
+func setRecord(lease *unstructured.Unstructured, rec resourcelock.LeaderElectionRecord) error {
+	duration := int32(rec.LeaseDurationSeconds)
+	transitions := int32(rec.LeaderTransitions)
+	spec := leaseSpec{
+		HolderIdentity:       &rec.HolderIdentity,
+		LeaseDurationSeconds: &duration,
+		LeaseTransitions:     &transitions,
+	}
+	if !rec.AcquireTime.IsZero() {
+		spec.AcquireTime = &metav1.MicroTime{Time: rec.AcquireTime.Time}
+	}
+	if !rec.RenewTime.IsZero() {
+		spec.RenewTime = &metav1.MicroTime{Time: rec.RenewTime.Time}
+	}
+	data, err := json.Marshal(spec)
+	if err != nil {
+		return err
+	}
+	var fields map[string]interface{}
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return err
+	}
+	merged, _, err := unstructured.NestedMap(lease.Object, "spec")
+	if err != nil {
+		return fmt.Errorf("invalid spec in lease %s/%s: %v", lease.GetNamespace(), lease.GetName(), err)
+	}
+	if merged == nil {
+		merged = map[string]interface{}{}
+	}
+	for _, f := range []string{"holderIdentity", "leaseDurationSeconds", "acquireTime", "renewTime", "leaseTransitions"} {
+		delete(merged, f)
+	}
+	for k, v := range fields {
+		merged[k] = v
+	}
+	return unstructured.SetNestedMap(lease.Object, merged, "spec")
+}

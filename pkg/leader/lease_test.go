@@ -1,0 +1,184 @@
+package leader
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+)
+
+// at is a time with nanoseconds, which the Lease keeps to the microsecond.
+var at = time.Date(2026, 11, 29, 12, 0, 0, 123456789, time.UTC)
+
+func electionRecord(holder string, renew time.Time, transitions int) resourcelock.LeaderElectionRecord {
+	return resourcelock.LeaderElectionRecord{
+		HolderIdentity:       holder,
+		LeaseDurationSeconds: 12,
+		AcquireTime:          metav1.NewTime(at),
+		RenewTime:            metav1.NewTime(renew),
+		LeaderTransitions:    transitions,
+	}
+}
+
+func TestLeaseLockCreatesTheLease(t *testing.T) {
+	api := newFakeAPI()
+	lock := newFront(t, api).lock(t, "pod-a")
+
+	if _, err := lock.Get(); !apierrors.IsNotFound(err) {
+		t.Fatalf("Get of a missing lease: got %v, want NotFound", err)
+	}
+	if err := lock.Create(electionRecord("pod-a", at.Add(time.Second), 0)); err != nil {
+		t.Fatal(err)
+	}
+
+	got := api.lease(testLease)
+	want := map[string]interface{}{
+		"holderIdentity":       "pod-a",
+		"leaseDurationSeconds": float64(12),
+		"acquireTime":          "2026-11-29T12:00:00.123456Z",
+		"renewTime":            "2026-11-29T12:00:01.123456Z",
+		"leaseTransitions":     float64(0),
+	}
+	if !reflect.DeepEqual(got["spec"], want) {
+		t.Errorf("stored spec: got %v, want %v", got["spec"], want)
+	}
+	if got["apiVersion"] != "coordination.k8s.io/v1" || got["kind"] != "Lease" {
+		t.Errorf("stored apiVersion/kind: got %v/%v, want coordination.k8s.io/v1/Lease", got["apiVersion"], got["kind"])
+	}
+}
+
+func TestLeaseLockReadsTheRecord(t *testing.T) {
+	api := newFakeAPI()
+	f := newFront(t, api)
+	if err := f.lock(t, "pod-a").Create(electionRecord("pod-a", at.Add(time.Second), 3)); err != nil {
+		t.Fatal(err)
+	}
+
+	got, err := f.lock(t, "pod-b").Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	want := resourcelock.LeaderElectionRecord{
+		HolderIdentity:       "pod-a",
+		LeaseDurationSeconds: 12,
+		AcquireTime:          metav1.NewTime(at.Truncate(time.Microsecond)),
+		RenewTime:            metav1.NewTime(at.Add(time.Second).Truncate(time.Microsecond)),
+		LeaderTransitions:    3,
+	}
+	if got.HolderIdentity != want.HolderIdentity || got.LeaseDurationSeconds != want.LeaseDurationSeconds ||
+		got.LeaderTransitions != want.LeaderTransitions ||
+		!got.AcquireTime.Equal(&want.AcquireTime) || !got.RenewTime.Equal(&want.RenewTime) {
+		t.Errorf("got %+v, want %+v", *got, want)
+	}
+}
+
+// TestLeaseLockUpdateConflicts: of two candidates that read the same Lease,
+// only the first to write wins; the other's write is refused.
+func TestLeaseLockUpdateConflicts(t *testing.T) {
+	api := newFakeAPI()
+	f := newFront(t, api)
+	if err := f.lock(t, "pod-old").Create(electionRecord("pod-old", at, 0)); err != nil {
+		t.Fatal(err)
+	}
+	a, b := f.lock(t, "pod-a"), f.lock(t, "pod-b")
+	if _, err := a.Get(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Get(); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := b.Update(electionRecord("pod-b", at.Add(time.Minute), 1)); err != nil {
+		t.Fatalf("first write: %v", err)
+	}
+	err := a.Update(electionRecord("pod-a", at.Add(time.Minute), 1))
+
+	if !apierrors.IsConflict(err) {
+		t.Fatalf("second write on the same resourceVersion: got %v, want Conflict", err)
+	}
+	if holder := api.lease(testLease)["spec"].(map[string]interface{})["holderIdentity"]; holder != "pod-b" {
+		t.Errorf("holderIdentity = %v, want pod-b", holder)
+	}
+	// Once it has read the new version, a may write again.
+	if _, err := a.Get(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Update(electionRecord("pod-a", at.Add(2*time.Minute), 2)); err != nil {
+		t.Errorf("write after a fresh read: %v", err)
+	}
+}
+
+func TestLeaseLockCreateRefusedWhenItExists(t *testing.T) {
+	f := newFront(t, newFakeAPI())
+	if err := f.lock(t, "pod-a").Create(electionRecord("pod-a", at, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.lock(t, "pod-b").Create(electionRecord("pod-b", at, 0)); !apierrors.IsAlreadyExists(err) {
+		t.Errorf("got %v, want AlreadyExists", err)
+	}
+}
+
+func TestLeaseLockUpdateNeedsARead(t *testing.T) {
+	lock := newFront(t, newFakeAPI()).lock(t, "pod-a")
+	if err := lock.Update(electionRecord("pod-a", at, 0)); err == nil || !strings.Contains(err.Error(), "not yet read") {
+		t.Errorf("got %v, want an error saying the lease was not read", err)
+	}
+}
+
+// TestLeaseLockKeepsOtherSpecFields: fields of the Lease's spec that the
+// elector's record lacks, such as newer API servers' strategy, survive.
+func TestLeaseLockKeepsOtherSpecFields(t *testing.T) {
+	api := newFakeAPI()
+	api.put(testLease, map[string]interface{}{
+		"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+		"metadata": map[string]interface{}{"name": testLease, "namespace": testNamespace},
+		"spec":     map[string]interface{}{"holderIdentity": "pod-old", "strategy": "OldestEmulationVersion"},
+	})
+	lock := newFront(t, api).lock(t, "pod-a")
+	if _, err := lock.Get(); err != nil {
+		t.Fatal(err)
+	}
+	if err := lock.Update(electionRecord("pod-a", at, 1)); err != nil {
+		t.Fatal(err)
+	}
+	spec := api.lease(testLease)["spec"].(map[string]interface{})
+	if spec["strategy"] != "OldestEmulationVersion" || spec["holderIdentity"] != "pod-a" {
+		t.Errorf("spec = %v, want strategy kept and holderIdentity pod-a", spec)
+	}
+}
+
+func TestLeaseLockTracksRenewals(t *testing.T) {
+	api := newFakeAPI()
+	lock := newFront(t, api).lock(t, "pod-a")
+	if !lock.RenewedAt().IsZero() {
+		t.Fatalf("RenewedAt = %v before any write, want zero", lock.RenewedAt())
+	}
+	before := time.Now()
+	if err := lock.Create(electionRecord("pod-a", at, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if r := lock.RenewedAt(); r.Before(before) || r.After(time.Now()) {
+		t.Errorf("RenewedAt = %v, want the time the write was sent", r)
+	}
+}
+
+func TestLeaseLockRecordsEventsOnTheLease(t *testing.T) {
+	api := newFakeAPI()
+	recorder := record.NewFakeRecorder(10)
+	f := newFront(t, api)
+	lock := f.lock(t, "pod-a")
+	lock.recorder = recorder
+	if err := lock.Create(electionRecord("pod-a", at, 0)); err != nil {
+		t.Fatal(err)
+	}
+	lock.RecordEvent("became leader")
+	if got, want := <-recorder.Events, "Normal LeaderElection pod-a became leader"; got != want {
+		t.Errorf("event %q, want %q", got, want)
+	}
+}

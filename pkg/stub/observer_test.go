@@ -1,0 +1,52 @@
+package stub
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// outcome is what a ReconcileObserver was told about one reconcile.
+type outcome struct {
+	ok, stale bool
+}
+
+func TestTellsObserverEveryReconcile(t *testing.T) {
+	conflict := apierrors.NewConflict(schema.GroupResource{Group: v1alpha1.GroupName, Resource: v1alpha1.Resource}, "example", errors.New("modified"))
+	tests := []struct {
+		name   string
+		failOn map[string]error
+		want   outcome
+	}{
+		{name: "success", want: outcome{ok: true}},
+		{name: "failed step", failOn: map[string]error{"create deployment": quotaExceeded}, want: outcome{}},
+		{name: "lost a race", failOn: map[string]error{"update memcached/status": conflict}, want: outcome{stale: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newMemcached("example", 1)
+			f := newFixture(t, m)
+			for k, v := range tt.failOn {
+				f.client.failOn[k] = v
+			}
+			var got []outcome
+			f.handler.ObserveReconciles(func(took time.Duration, err error) {
+				if took < 0 {
+					t.Errorf("reconcile took %v", took)
+				}
+				got = append(got, outcome{ok: err == nil, stale: IsStale(err)})
+			})
+
+			_ = f.handle(m, false)                     // the SDK's path
+			_ = f.handler.reconcileKey("test/example") // the queue's path
+
+			if len(got) != 2 || got[0] != tt.want || got[1] != tt.want {
+				t.Errorf("observed %+v, want %+v twice", got, tt.want)
+			}
+		})
+	}
+}

@@ -53,9 +53,31 @@ type Handler struct {
 	image    string
 	now      func() metav1.Time
 	queue    workqueue.RateLimitingInterface
+	// observe, if set, is told the outcome of every reconcile.
+	observe ReconcileObserver
 	// mu serializes reconciles, so the SDK's worker and the queue's never
 	// write the same Memcached's children at once.
 	mu sync.Mutex
+}
+
+// ReconcileObserver is told how each reconcile ended: how long it took and
+// its error, nil on success (see IsStale for errors that are no failure).
+// It lets the operator count reconciles for its metrics while the handler
+// knows nothing of who listens. It is called with the handler's lock held,
+// so it must be quick and must not call the handler.
+type ReconcileObserver func(took time.Duration, err error)
+
+// ObserveReconciles makes h call observe after every reconcile, from both
+// the SDK's events and its own queue. Call it before h handles any event.
+func (h *Handler) ObserveReconciles(observe ReconcileObserver) {
+	h.observe = observe
+}
+
+// IsStale reports whether err, returned by a reconcile, only says that a
+// write lost a race with a newer version of the object: nothing failed,
+// and the reconcile runs again on the newer version.
+func IsStale(err error) bool {
+	return errors.Is(err, errStale)
 }
 
 // NewHandler returns a Handler that reads and writes through client, records

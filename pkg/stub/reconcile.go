@@ -3,6 +3,7 @@ package stub
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -33,6 +34,16 @@ var errStale = errors.New("the memcached changed since it was read")
 func (h *Handler) reconcile(m *v1alpha1.Memcached) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	start := time.Now()
+	err := h.reconcileLocked(m)
+	if h.observe != nil {
+		h.observe(time.Since(start), err)
+	}
+	return err
+}
+
+// reconcileLocked is reconcile, with h.mu held.
+func (h *Handler) reconcileLocked(m *v1alpha1.Memcached) error {
 	if m.DeletionTimestamp != nil {
 		// The garbage collector is removing m's children; recreating them would fight it.
 		return nil

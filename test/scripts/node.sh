@@ -450,6 +450,11 @@ cmd_up() {
     fi
     log "real node ${NODE_NAME} is not Ready; restarting it"
   fi
+  # A bridge that this checkout has no record of belongs to a real node started
+  # elsewhere (another clone of the repository): there is one per machine.
+  if [[ ! -f "${HOST_DIR}/recorded" ]] && ip link show "${BRIDGE}" >/dev/null 2>&1; then
+    fatal "bridge ${BRIDGE} exists, but not from this checkout: another real node runs on this machine; stop it with its own node.sh down"
+  fi
   # Whatever an earlier run left (a crash, a killed test) goes first.
   teardown
   pki="$(cluster_pki "${cluster}")"

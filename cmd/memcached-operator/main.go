@@ -1,5 +1,11 @@
 // Command memcached-operator runs memcached clusters for Memcached custom
 // resources in the namespace named by WATCH_NAMESPACE.
+//
+// With --leader-elect, several replicas can run at once: they elect a leader
+// on a Lease (pkg/leader), only the leader reconciles, and a leader that
+// loses the Lease exits so that the kubelet restarts it as a standby. With
+// --metrics-addr, every replica serves /metrics, /healthz and /readyz
+// (pkg/metrics).
 package main
 
 import (
@@ -10,9 +16,13 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/example-inc/memcached-operator/pkg/leader"
+	"github.com/example-inc/memcached-operator/pkg/metrics"
 	"github.com/example-inc/memcached-operator/pkg/stub"
 	"github.com/example-inc/memcached-operator/pkg/version"
 	"github.com/operator-framework/operator-sdk/pkg/k8sclient"
@@ -57,18 +67,40 @@ func main() {
 }
 
 // run watches Memcached resources and their children until SIGINT or SIGTERM.
+// With --leader-elect it first waits to hold the Lease, and it returns an
+// error the moment it loses it, which main turns into an exit.
 func run(opts *options) error {
 	logrus.Infof("starting %s", versionString())
 	namespace, err := k8sutil.GetWatchNamespace()
 	if err != nil {
 		return fmt.Errorf("%v: set it to the namespace to manage (the downward API's metadata.namespace in a pod)", err)
 	}
+	if opts.leaderElect && namespace == "" {
+		return fmt.Errorf("--leader-elect needs a namespace for its Lease: set %s to the namespace to manage", k8sutil.WatchNamespaceEnvVar)
+	}
 	if err := checkKubeConfig(); err != nil {
 		return err
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	// Before any client or work queue exists: client-go reports only
+	// to hooks registered before they are created.
+	m := metrics.New()
+	m.RegisterClientGo()
+	server := metrics.NewServer(m)
+	if opts.metricsAddr != "" {
+		addr, err := server.Start(ctx, opts.metricsAddr)
+		if err != nil {
+			return err
+		}
+		logrus.Infof("serving /metrics, /healthz and /readyz on %s", addr)
+	}
+
 	// The SDK's client is limited to client-go's default of 5 requests/s; the
 	// reconcile gets clients of its own from a copy of the same config.
-	cfg := rest.CopyConfig(k8sclient.GetKubeConfig())
+	base := k8sclient.GetKubeConfig()
+	cfg := rest.CopyConfig(base)
 	cfg.QPS = float32(opts.kubeAPIQPS)
 	cfg.Burst = opts.kubeAPIBurst
 	rest.AddUserAgent(cfg, component)
@@ -92,23 +124,97 @@ func run(opts *options) error {
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events(namespace)})
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component})
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	// reconciling is set while this process reconciles, and synced once
+	// its caches hold the namespace's Deployments and pods.
+	var reconciling, synced atomic.Bool
+	server.AddReadyCheck("reconciler", func() error {
+		if reconciling.Load() && !synced.Load() {
+			return errors.New("leading, but the informer caches have not synced yet")
+		}
+		return nil
+	})
+	reconcile := func(ctx context.Context) error {
+		reconciling.Store(true)
+		m.SetLeader(true)
+		client := stub.NewCachedClient(kube, dyn, namespace)
+		handler := stub.NewHandler(client, recorder, opts.memcachedImage)
+		handler.ObserveReconciles(func(took time.Duration, err error) {
+			m.ObserveReconcile(took, reconcileResult(err))
+		})
+		client.OnChildChange(handler.EnqueueMemcached)
+		if err := client.Start(ctx.Done()); err != nil {
+			return err
+		}
+		synced.Store(true)
+		go handler.Run(ctx)
 
-	client := stub.NewCachedClient(kube, dyn, namespace)
-	handler := stub.NewHandler(client, recorder, opts.memcachedImage)
-	client.OnChildChange(handler.EnqueueMemcached)
-	if err := client.Start(ctx.Done()); err != nil {
+		logrus.Infof("watching namespace %q, resync every %v, memcached image %s", namespace, opts.resync, opts.memcachedImage)
+		sdk.Watch(v1alpha1.APIVersion(), v1alpha1.Kind, namespace, opts.resync)
+		sdk.Handle(handler)
+		sdk.Run(ctx)
+		return nil
+	}
+
+	if !opts.leaderElect {
+		err = reconcile(ctx)
+	} else {
+		err = runElected(ctx, opts, base, namespace, recorder, server, reconcile)
+	}
+	if err == nil {
+		logrus.Info("received a termination signal, shutting down")
+	}
+	return err
+}
+
+// runElected runs reconcile once this process holds the Lease named after
+// the operator in namespace, and returns as soon as it loses it.
+func runElected(ctx context.Context, opts *options, base *rest.Config, namespace string, recorder record.EventRecorder,
+	server *metrics.Server, reconcile func(context.Context) error) error {
+	identity := opts.identity
+	if identity == "" {
+		// In a pod the host name is the pod's name too; POD_NAME says so
+		// explicitly, and outside a pod the host name is the best there is.
+		host, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("--leader-elect needs an identity: set POD_NAME (%v)", err)
+		}
+		identity = host
+	}
+	// The Lease gets a client of its own: its requests never wait behind
+	// the reconcile's for a rate limiter (a renewal is a GET and a PUT per
+	// retry period), and none of them can hang for longer than half the
+	// renew deadline, so that the elector gets to retry in time.
+	cfg := rest.CopyConfig(base)
+	cfg.QPS, cfg.Burst = 10, 20
+	cfg.Timeout = opts.renewDeadline / 2
+	rest.AddUserAgent(cfg, component+"/leader-election")
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("failed to create the leader election client: %v", err)
+	}
+	elector, err := leader.New(leader.Config{
+		Lock:          leader.NewLeaseLock(dyn, namespace, component, identity, recorder),
+		LeaseDuration: opts.leaseDuration,
+		RenewDeadline: opts.renewDeadline,
+		RetryPeriod:   opts.retryPeriod,
+	})
+	if err != nil {
 		return err
 	}
-	go handler.Run(ctx)
+	server.AddReadyCheck("leader-election", elector.Check)
+	return elector.Run(ctx, reconcile)
+}
 
-	logrus.Infof("watching namespace %q, resync every %v, memcached image %s", namespace, opts.resync, opts.memcachedImage)
-	sdk.Watch(v1alpha1.APIVersion(), v1alpha1.Kind, namespace, opts.resync)
-	sdk.Handle(handler)
-	sdk.Run(ctx)
-	logrus.Info("received a termination signal, shutting down")
-	return nil
+// reconcileResult names the outcome of a reconcile for the metrics.
+func reconcileResult(err error) string {
+	switch {
+	case err == nil:
+		return metrics.ResultSuccess
+	case stub.IsStale(err):
+		return metrics.ResultConflict
+	default:
+		return metrics.ResultError
+	}
 }
 
 // checkKubeConfig reports a missing cluster configuration as an error,

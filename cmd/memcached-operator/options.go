@@ -9,6 +9,7 @@ import (
 
 	"github.com/example-inc/memcached-operator/pkg/stub"
 	"github.com/sirupsen/logrus"
+	"k8s.io/client-go/tools/leaderelection"
 )
 
 // options are the operator's command-line settings.
@@ -20,6 +21,14 @@ type options struct {
 	memcachedImage string
 	kubeAPIQPS     float64
 	kubeAPIBurst   int
+	metricsAddr    string
+	leaderElect    bool
+	// identity is this candidate's name in the election: POD_NAME, set by
+	// deploy/operator.yaml from the downward API; empty means the host name.
+	identity      string
+	leaseDuration time.Duration
+	renewDeadline time.Duration
+	retryPeriod   time.Duration
 }
 
 // parseOptions parses args (without the program name). Defaults come from
@@ -39,6 +48,12 @@ func parseOptions(args []string, getenv func(string) string, output io.Writer) (
 	fs.StringVar(&o.memcachedImage, "memcached-image", image, "Image of the memcached containers in new Deployments (env MEMCACHED_IMAGE).")
 	fs.Float64Var(&o.kubeAPIQPS, "kube-api-qps", 50, "Sustained requests per second to the API server from the reconcile.")
 	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", 100, "Burst of requests to the API server from the reconcile.")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "Address (host:port) of the HTTP server for /metrics, /healthz and /readyz, such as :8080; empty serves none. deploy/operator.yaml sets :8080.")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Run as one of several replicas: only the holder of the Lease memcached-operator in the watch namespace reconciles, the others stand by to take over. Off for a single local process; deploy/operator.yaml turns it on.")
+	fs.DurationVar(&o.leaseDuration, "leader-elect-lease-duration", 12*time.Second, "How long a standby waits, after it last saw the leader renew the Lease, before it takes over.")
+	fs.DurationVar(&o.renewDeadline, "leader-elect-renew-deadline", 8*time.Second, "How long the leader tries to renew the Lease before it gives up and exits; shorter than the lease duration.")
+	fs.DurationVar(&o.retryPeriod, "leader-elect-retry-period", time.Second, "How often the leader renews the Lease and standbys try to take it.")
+	o.identity = getenv("POD_NAME")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -64,6 +79,26 @@ func (o *options) validate() error {
 	}
 	if o.kubeAPIQPS <= 0 || o.kubeAPIBurst <= 0 {
 		return fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive")
+	}
+	if o.leaderElect {
+		return o.validateElection()
+	}
+	return nil
+}
+
+// validateElection checks the leader election timings as client-go does,
+// with the flags' names in the messages, plus the whole second that the
+// Lease's leaseDurationSeconds can hold.
+func (o *options) validateElection() error {
+	switch {
+	case o.leaseDuration < time.Second:
+		return fmt.Errorf("--leader-elect-lease-duration=%v must be at least 1s", o.leaseDuration)
+	case o.renewDeadline >= o.leaseDuration:
+		return fmt.Errorf("--leader-elect-renew-deadline=%v must be shorter than --leader-elect-lease-duration=%v, or a leader could still act after a standby took over", o.renewDeadline, o.leaseDuration)
+	case o.retryPeriod <= 0:
+		return fmt.Errorf("--leader-elect-retry-period=%v must be positive", o.retryPeriod)
+	case float64(o.renewDeadline) <= leaderelection.JitterFactor*float64(o.retryPeriod):
+		return fmt.Errorf("--leader-elect-renew-deadline=%v must be longer than %v times --leader-elect-retry-period=%v", o.renewDeadline, leaderelection.JitterFactor, o.retryPeriod)
 	}
 	return nil
 }

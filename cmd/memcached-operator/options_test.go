@@ -21,7 +21,9 @@ func TestParseOptions(t *testing.T) {
 			name: "defaults",
 			check: func(o *options) bool {
 				return o.resync == 5*time.Minute && o.logFormat == "text" && o.logLevel == "info" &&
-					o.memcachedImage == stub.DefaultImage && o.kubeAPIQPS == 50 && o.kubeAPIBurst == 100
+					o.memcachedImage == stub.DefaultImage && o.kubeAPIQPS == 50 && o.kubeAPIBurst == 100 &&
+					o.metricsAddr == "" && !o.leaderElect && o.identity == "" &&
+					o.leaseDuration == 12*time.Second && o.renewDeadline == 8*time.Second && o.retryPeriod == time.Second
 			},
 		},
 		{name: "resync as a duration", args: []string{"--resync=30s"}, check: func(o *options) bool { return o.resync == 30*time.Second }},
@@ -36,6 +38,18 @@ func TestParseOptions(t *testing.T) {
 		{name: "flag beats env", args: []string{"--memcached-image=a:1"}, env: map[string]string{"MEMCACHED_IMAGE": "b:2"}, check: func(o *options) bool { return o.memcachedImage == "a:1" }},
 		{name: "empty image", args: []string{"--memcached-image="}, wantErr: "must not be empty"},
 		{name: "zero qps", args: []string{"--kube-api-qps=0"}, wantErr: "must be positive"},
+		{name: "metrics address", args: []string{"--metrics-addr=:8080"}, check: func(o *options) bool { return o.metricsAddr == ":8080" }},
+		{name: "leader election as deploy/operator.yaml runs it", args: []string{"--leader-elect"}, env: map[string]string{"POD_NAME": "memcached-operator-7d9f-abcde"}, check: func(o *options) bool {
+			return o.leaderElect && o.identity == "memcached-operator-7d9f-abcde"
+		}},
+		{name: "leader election timings", args: []string{"--leader-elect", "--leader-elect-lease-duration=30s", "--leader-elect-renew-deadline=20s", "--leader-elect-retry-period=5s"}, check: func(o *options) bool {
+			return o.leaseDuration == 30*time.Second && o.renewDeadline == 20*time.Second && o.retryPeriod == 5*time.Second
+		}},
+		{name: "renew deadline as long as the lease", args: []string{"--leader-elect", "--leader-elect-renew-deadline=12s"}, wantErr: "must be shorter than --leader-elect-lease-duration"},
+		{name: "lease under a second", args: []string{"--leader-elect", "--leader-elect-lease-duration=900ms", "--leader-elect-renew-deadline=500ms", "--leader-elect-retry-period=100ms"}, wantErr: "at least 1s"},
+		{name: "retry period too long for the deadline", args: []string{"--leader-elect", "--leader-elect-retry-period=7s"}, wantErr: "must be longer than 1.2 times"},
+		{name: "zero retry period", args: []string{"--leader-elect", "--leader-elect-retry-period=0s"}, wantErr: "must be positive"},
+		{name: "timings unchecked without leader election", args: []string{"--leader-elect-renew-deadline=1h"}, check: func(o *options) bool { return !o.leaderElect }},
 		{name: "stray argument", args: []string{"extra"}, wantErr: "unexpected arguments"},
 		{name: "version", args: []string{"--version"}, check: func(o *options) bool { return o.version }},
 	}

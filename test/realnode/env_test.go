@@ -39,14 +39,15 @@ spec:
 }
 
 // dumpOnFailure logs what explains a failure: the objects and events of k's
-// namespace, its operator's log through `kubectl logs`, and the kubelet's log.
+// namespace, the log of each operator pod (leader and standby) through
+// `kubectl logs`, and the kubelet's log.
 func dumpOnFailure(t *testing.T, k framework.Kubectl) {
 	t.Helper()
 	framework.DumpOnFailure(t, func() string {
-		return framework.Describe(context.Background(), cluster.Kubectl(), k.Namespace, "memcached,deployments,pods")
+		return framework.Describe(context.Background(), cluster.Kubectl(), k.Namespace, "memcached,deployments,pods,leases")
 	}, func() string {
-		out, err := k.Run(context.Background(), "logs", "deployment/"+operatorName, "--tail=60")
-		return "===== kubectl logs deployment/" + operatorName + "\n" + out + errText(err)
+		out, err := k.Run(context.Background(), "logs", "-l", "app.kubernetes.io/name="+operatorName, "--prefix", "--tail=60")
+		return "===== kubectl logs -l app.kubernetes.io/name=" + operatorName + "\n" + out + errText(err)
 	}, func() string {
 		return "===== kubelet log (tail)\n" + tail(node.Log(context.Background(), "kubelet"), 40)
 	})
@@ -96,12 +97,36 @@ func podAddr(o framework.Observed, name string) (string, error) {
 	return "", fmt.Errorf("status.nodes names pod %s, which does not exist", name)
 }
 
-// operatorPod returns the one operator pod of k's namespace once it is Running
-// and Ready.
+// operatorPod returns the operator pod of k's namespace that leads, once it is
+// Running and Ready: deploy/operator.yaml runs two replicas, and the one whose
+// name the Lease memcached-operator holds (holderIdentity) reconciles while the
+// other stands by.
 func operatorPod(ctx context.Context, k framework.Kubectl) (framework.Pod, error) {
+	holder, err := leaseHolder(ctx, k)
+	if err != nil {
+		return framework.Pod{}, err
+	}
+	live, err := operatorPods(ctx, k)
+	if err != nil {
+		return framework.Pod{}, err
+	}
+	for _, p := range live {
+		if p.Metadata.Name != holder {
+			continue
+		}
+		if p.Status.Phase != "Running" || !p.Ready() {
+			return p, fmt.Errorf("leading operator pod %s is %s, ready %t", p.Metadata.Name, p.Status.Phase, p.Ready())
+		}
+		return p, nil
+	}
+	return framework.Pod{}, fmt.Errorf("lease %s is held by %q, which is not a live operator pod", operatorName, holder)
+}
+
+// operatorPods returns the operator pods of k's namespace that are not being deleted.
+func operatorPods(ctx context.Context, k framework.Kubectl) ([]framework.Pod, error) {
 	var pods struct{ Items []framework.Pod }
 	if err := k.GetJSON(ctx, &pods, "pods", "-l", "app.kubernetes.io/name="+operatorName); err != nil {
-		return framework.Pod{}, err
+		return nil, err
 	}
 	var live []framework.Pod
 	for _, p := range pods.Items {
@@ -109,14 +134,20 @@ func operatorPod(ctx context.Context, k framework.Kubectl) (framework.Pod, error
 			live = append(live, p)
 		}
 	}
-	if len(live) != 1 {
-		return framework.Pod{}, fmt.Errorf("%d operator pods, want 1", len(live))
+	return live, nil
+}
+
+// leaseHolder returns the holderIdentity of the operator's Lease in k's namespace.
+func leaseHolder(ctx context.Context, k framework.Kubectl) (string, error) {
+	var lease struct {
+		Spec struct {
+			HolderIdentity string `json:"holderIdentity"`
+		} `json:"spec"`
 	}
-	p := live[0]
-	if p.Status.Phase != "Running" || !p.Ready() {
-		return p, fmt.Errorf("operator pod %s is %s, ready %t", p.Metadata.Name, p.Status.Phase, p.Ready())
+	if err := k.GetJSON(ctx, &lease, "lease", operatorName); err != nil {
+		return "", err
 	}
-	return p, nil
+	return lease.Spec.HolderIdentity, nil
 }
 
 // containerProcess returns the host pid of the running container name in p.

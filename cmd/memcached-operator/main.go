@@ -88,14 +88,6 @@ func run(opts *options) error {
 	// to hooks registered before they are created.
 	m := metrics.New()
 	m.RegisterClientGo()
-	server := metrics.NewServer(m)
-	if opts.metricsAddr != "" {
-		addr, err := server.Start(ctx, opts.metricsAddr)
-		if err != nil {
-			return err
-		}
-		logrus.Infof("serving /metrics, /healthz and /readyz on %s", addr)
-	}
 
 	// The SDK's client is limited to client-go's default of 5 requests/s; the
 	// reconcile gets clients of its own from a copy of the same config.
@@ -112,27 +104,50 @@ func run(opts *options) error {
 	if err != nil {
 		return fmt.Errorf("failed to create dynamic client: %v", err)
 	}
-	if _, err := kube.Discovery().ServerResourcesForGroupVersion(v1alpha1.APIVersion()); err != nil {
-		return fmt.Errorf("the Memcached API %s is not served, is deploy/crd.yaml applied? %v", v1alpha1.APIVersion(), err)
-	}
 	if err := v1alpha1.AddToScheme(scheme.Scheme); err != nil {
 		return fmt.Errorf("failed to register Memcached for Events: %v", err)
 	}
-
 	broadcaster := record.NewBroadcaster()
 	broadcaster.StartLogging(logrus.Debugf)
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events(namespace)})
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component})
 
-	// reconciling is set while this process reconciles, and synced once
-	// its caches hold the namespace's Deployments and pods.
+	var elector *leader.Elector
+	if opts.leaderElect {
+		if elector, err = newElector(opts, base, namespace, recorder); err != nil {
+			return err
+		}
+	}
+
+	// Every readiness check is in place before the server answers its
+	// first probe, so /readyz never says ready before it can know.
+	// reconciling is set while this process is meant to reconcile (from the
+	// start without leader election), and synced once its caches hold the
+	// namespace's Deployments and pods.
 	var reconciling, synced atomic.Bool
+	reconciling.Store(elector == nil)
+	server := metrics.NewServer(m)
 	server.AddReadyCheck("reconciler", func() error {
 		if reconciling.Load() && !synced.Load() {
-			return errors.New("leading, but the informer caches have not synced yet")
+			return errors.New("the informer caches have not synced yet")
 		}
 		return nil
 	})
+	if elector != nil {
+		server.AddReadyCheck("leader-election", elector.Check)
+	}
+	if opts.metricsAddr != "" {
+		addr, err := server.Start(ctx, opts.metricsAddr)
+		if err != nil {
+			return err
+		}
+		logrus.Infof("serving /metrics, /healthz and /readyz on %s", addr)
+	}
+
+	if _, err := kube.Discovery().ServerResourcesForGroupVersion(v1alpha1.APIVersion()); err != nil {
+		return fmt.Errorf("the Memcached API %s is not served, is deploy/crd.yaml applied? %v", v1alpha1.APIVersion(), err)
+	}
+
 	reconcile := func(ctx context.Context) error {
 		reconciling.Store(true)
 		m.SetLeader(true)
@@ -154,11 +169,10 @@ func run(opts *options) error {
 		sdk.Run(ctx)
 		return nil
 	}
-
-	if !opts.leaderElect {
+	if elector == nil {
 		err = reconcile(ctx)
 	} else {
-		err = runElected(ctx, opts, base, namespace, recorder, server, reconcile)
+		err = elector.Run(ctx, reconcile)
 	}
 	if err == nil {
 		logrus.Info("received a termination signal, shutting down")
@@ -166,17 +180,16 @@ func run(opts *options) error {
 	return err
 }
 
-// runElected runs reconcile once this process holds the Lease named after
-// the operator in namespace, and returns as soon as it loses it.
-func runElected(ctx context.Context, opts *options, base *rest.Config, namespace string, recorder record.EventRecorder,
-	server *metrics.Server, reconcile func(context.Context) error) error {
+// newElector returns the elector for the Lease named after the operator in
+// namespace, with this process's identity.
+func newElector(opts *options, base *rest.Config, namespace string, recorder record.EventRecorder) (*leader.Elector, error) {
 	identity := opts.identity
 	if identity == "" {
 		// In a pod the host name is the pod's name too; POD_NAME says so
 		// explicitly, and outside a pod the host name is the best there is.
 		host, err := os.Hostname()
 		if err != nil {
-			return fmt.Errorf("--leader-elect needs an identity: set POD_NAME (%v)", err)
+			return nil, fmt.Errorf("--leader-elect needs an identity: set POD_NAME (%v)", err)
 		}
 		identity = host
 	}
@@ -190,19 +203,14 @@ func runElected(ctx context.Context, opts *options, base *rest.Config, namespace
 	rest.AddUserAgent(cfg, component+"/leader-election")
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		return fmt.Errorf("failed to create the leader election client: %v", err)
+		return nil, fmt.Errorf("failed to create the leader election client: %v", err)
 	}
-	elector, err := leader.New(leader.Config{
+	return leader.New(leader.Config{
 		Lock:          leader.NewLeaseLock(dyn, namespace, component, identity, recorder),
 		LeaseDuration: opts.leaseDuration,
 		RenewDeadline: opts.renewDeadline,
 		RetryPeriod:   opts.retryPeriod,
 	})
-	if err != nil {
-		return err
-	}
-	server.AddReadyCheck("leader-election", elector.Check)
-	return elector.Run(ctx, reconcile)
 }
 
 // reconcileResult names the outcome of a reconcile for the metrics.

@@ -60,7 +60,9 @@ func (s *Server) instrument(handler string, h http.Handler) http.Handler {
 
 // AddReadyCheck makes /readyz fail while check returns an error. The error
 // is shown to whoever asks, so it must say what is wrong in general terms
-// and hold no secret, address or object content.
+// and hold no secret, address or object content. Add every check before
+// Start: a kubelet probes as soon as the port answers, and /readyz with a
+// check still missing would call the process ready too early.
 func (s *Server) AddReadyCheck(name string, check func() error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -233,6 +233,14 @@ func TestReadinessFollowsTheLease(t *testing.T) {
 			if code, _, err := podGet(ctx, p, "/healthz"); err != nil || code != http.StatusOK {
 				return fmt.Errorf("GET /healthz on %s = %d, %v; want 200", p.Metadata.Name, code, err)
 			}
+			// Not even for a moment at start, before its checks were in place.
+			page, err := scrape(ctx, p)
+			if err != nil {
+				return err
+			}
+			if n := value(page, `memcached_operator_http_requests_total{code="200",handler="readyz"}`); n > 0 {
+				return fmt.Errorf("pod %s answered /readyz with 200 %v times", p.Metadata.Name, n)
+			}
 		}
 		return nil
 	})

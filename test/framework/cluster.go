@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 )
 
@@ -75,4 +78,121 @@ func (c *Cluster) script(ctx context.Context, args ...string) (string, error) {
 		return stdout.String(), fmt.Errorf("cluster.sh %s: %v", strings.Join(args, " "), err)
 	}
 	return stdout.String(), nil
+}
+
+// Serving returns nil when cluster.sh status says the cluster serves: its API
+// server answers /readyz and every component's process runs.
+func (c *Cluster) Serving(ctx context.Context) error {
+	_, err := c.script(ctx, "status", c.Name, c.Kubeconfig)
+	return err
+}
+
+// kwokWorkdir is where kwokctl keeps the state of the clusters that
+// cluster.sh creates: KWOK_WORKDIR as test/scripts/lib.sh sets it.
+func (c *Cluster) kwokWorkdir() string {
+	if dir := os.Getenv("KWOK_WORKDIR"); dir != "" {
+		return dir
+	}
+	return filepath.Join(c.paths.Output(), "kwok")
+}
+
+// ComponentPID returns the process id of a control-plane component (etcd,
+// kube-apiserver, kube-controller-manager, kube-scheduler, kwok-controller)
+// from the pid file that kwokctl's binary runtime keeps.
+func (c *Cluster) ComponentPID(component string) (int, error) {
+	file := filepath.Join(c.kwokWorkdir(), "clusters", c.Name, "pids", component+".pid")
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return 0, err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		return 0, fmt.Errorf("%s: %v", file, err)
+	}
+	return pid, nil
+}
+
+// ComponentAlive returns nil when a component's process exists, running or
+// stopped, and an error that says otherwise.
+func (c *Cluster) ComponentAlive(component string) error {
+	pid, err := c.ComponentPID(component)
+	if err != nil {
+		return err
+	}
+	state, err := processState(pid)
+	if err != nil {
+		return fmt.Errorf("%s (pid %d) is gone: %v", component, pid, err)
+	}
+	if state == "Z" || state == "X" {
+		return fmt.Errorf("%s (pid %d) has exited (state %s)", component, pid, state)
+	}
+	return nil
+}
+
+// Pause stops a component with SIGSTOP, as a hung process would be: the
+// kernel still accepts connections to its ports, but nothing answers. Call
+// resume, which sends SIGCONT and may be called more than once, in a defer or
+// a cleanup. A watchdog process of its own resumes the component after max in
+// any case, even if the test binary is killed first.
+func (c *Cluster) Pause(component string, max time.Duration) (resume func() error, err error) {
+	pid, err := c.ComponentPID(component)
+	if err != nil {
+		return nil, err
+	}
+	watchdog := exec.Command("/bin/sh", "-c", fmt.Sprintf("sleep %d; kill -CONT %d", int(max.Seconds()+1), pid))
+	watchdog.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := watchdog.Start(); err != nil {
+		return nil, fmt.Errorf("start the watchdog that resumes %s: %v", component, err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		_ = watchdog.Process.Kill()
+		_ = watchdog.Wait()
+		return nil, fmt.Errorf("SIGSTOP %s (pid %d): %v", component, pid, err)
+	}
+	var once sync.Once
+	return func() error {
+		once.Do(func() {
+			err = syscall.Kill(pid, syscall.SIGCONT)
+			_ = watchdog.Process.Kill()
+			_ = watchdog.Wait() // reports the kill; nothing to check
+		})
+		if err != nil {
+			return fmt.Errorf("SIGCONT %s (pid %d): %v", component, pid, err)
+		}
+		return nil
+	}, nil
+}
+
+// ScaleNodes makes the cluster have n KWOK fake nodes (kwokctl scale node) and
+// waits until at least n nodes are Ready. A fake node takes 110 pods.
+func (c *Cluster) ScaleNodes(ctx context.Context, n int) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, c.paths.Tool("kwokctl"), "-v", "WARN", "scale", "node", "--name", c.Name, "--replicas", strconv.Itoa(n))
+	cmd.Env = append(os.Environ(), "KWOK_WORKDIR="+c.kwokWorkdir())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("kwokctl scale node --replicas %d: %v: %s", n, err, out)
+	}
+	return Eventually(ctx, time.Minute, fmt.Sprintf("%d Ready nodes", n), func(ctx context.Context) error {
+		var nodes struct {
+			Items []struct {
+				Status struct{ Conditions []Condition } `json:"status"`
+			} `json:"items"`
+		}
+		if err := c.Kubectl().GetJSON(ctx, &nodes, "nodes"); err != nil {
+			return err
+		}
+		ready := 0
+		for _, node := range nodes.Items {
+			for _, cond := range node.Status.Conditions {
+				if cond.Type == "Ready" && cond.Status == "True" {
+					ready++
+				}
+			}
+		}
+		if ready < n {
+			return fmt.Errorf("%d of %d nodes Ready", ready, len(nodes.Items))
+		}
+		return nil
+	})
 }

@@ -24,6 +24,9 @@ type Cluster struct {
 	Kubeconfig string
 
 	paths Paths
+	// lease is held from StartCluster to Delete (or the process's exit), so that two
+	// runs of one suite queue instead of recreating each other's cluster.
+	lease *os.File
 }
 
 // StartCluster creates cluster name with nodes fake nodes and writes its admin
@@ -34,15 +37,24 @@ func StartCluster(ctx context.Context, paths Paths, name, kubeconfig string, nod
 	if err := paths.RequireTools(ClusterTools...); err != nil {
 		return nil, err
 	}
-	c := &Cluster{Name: name, Kubeconfig: kubeconfig, paths: paths}
+	lease, err := takeLease(filepath.Join(paths.Output(), "kwok", name+".lease"), clusterLeaseWait)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{Name: name, Kubeconfig: kubeconfig, paths: paths, lease: lease}
 	if _, err := c.script(ctx, "recreate", name, kubeconfig, strconv.Itoa(nodes)); err != nil {
+		lease.Close()
 		return nil, err
 	}
 	return c, nil
 }
 
-// Delete deletes the cluster and its kubeconfig.
+// clusterLeaseWait bounds how long a suite waits for another run of itself.
+const clusterLeaseWait = 30 * time.Minute
+
+// Delete deletes the cluster and its kubeconfig, and releases the cluster's lease.
 func (c *Cluster) Delete(ctx context.Context) error {
+	defer c.lease.Close()
 	_, err := c.script(ctx, "down", c.Name, c.Kubeconfig)
 	return err
 }

@@ -73,10 +73,10 @@ func takeLease(file string, wait time.Duration) (*os.File, error) {
 		}
 		if time.Now().After(deadline) {
 			f.Close()
-			return nil, fmt.Errorf("another suite has held the real node (%s) for %s", file, wait)
+			return nil, fmt.Errorf("another run has held %s for %s", file, wait)
 		}
 		if !announced {
-			fmt.Fprintf(os.Stderr, "framework: waiting for another suite to release the real node (%s)\n", file)
+			fmt.Fprintf(os.Stderr, "framework: waiting for another run to release %s\n", file)
 			announced = true
 		}
 		time.Sleep(time.Second)

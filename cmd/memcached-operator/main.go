@@ -31,6 +31,8 @@ import (
 	sdkversion "github.com/operator-framework/operator-sdk/version"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -144,8 +146,13 @@ func run(opts *options) error {
 		logrus.Infof("serving /metrics, /healthz and /readyz on %s", addr)
 	}
 
-	if _, err := kube.Discovery().ServerResourcesForGroupVersion(v1alpha1.APIVersion()); err != nil {
-		return fmt.Errorf("the Memcached API %s is not served, is deploy/crd.yaml applied? %v", v1alpha1.APIVersion(), err)
+	// sdk.Watch panics when it cannot resolve the kind, so wait for the API
+	// first. Waiting, instead of exiting, rides out an API server outage and a
+	// CRD applied after the operator: a replica that exited would be restarted
+	// with the kubelet's growing back-off and come back later than the API.
+	if !waitForMemcachedAPI(ctx, memcachedAPIPoll, kube.Discovery().ServerResourcesForGroupVersion) {
+		logrus.Info("received a termination signal, shutting down")
+		return nil
 	}
 
 	reconcile := func(ctx context.Context) error {
@@ -178,6 +185,32 @@ func run(opts *options) error {
 		logrus.Info("received a termination signal, shutting down")
 	}
 	return err
+}
+
+// memcachedAPIPoll is how often the operator checks, before it starts, whether
+// the Memcached API is served.
+const memcachedAPIPoll = 2 * time.Second
+
+// waitForMemcachedAPI returns true once discover finds the Memcached API, polling
+// every interval, or false when ctx ends first. It logs the first failure and then
+// every tenth, so that a missing CRD is plain in the log without flooding it.
+func waitForMemcachedAPI(ctx context.Context, interval time.Duration, discover func(groupVersion string) (*metav1.APIResourceList, error)) bool {
+	attempts := 0
+	err := wait.PollImmediateUntil(interval, func() (bool, error) {
+		_, err := discover(v1alpha1.APIVersion())
+		if err == nil {
+			if attempts > 0 {
+				logrus.Infof("the Memcached API %s is served", v1alpha1.APIVersion())
+			}
+			return true, nil
+		}
+		if attempts%10 == 0 {
+			logrus.Warnf("waiting for the Memcached API %s (is deploy/crd.yaml applied?): %v", v1alpha1.APIVersion(), err)
+		}
+		attempts++
+		return false, nil
+	}, ctx.Done())
+	return err == nil
 }
 
 // newElector returns the elector for the Lease named after the operator in

@@ -437,6 +437,23 @@ func TestStaleStatusWriteIsRetriedThroughTheQueue(t *testing.T) {
 	}
 }
 
+func TestStatusWriteForDeletedMemcachedIsNoError(t *testing.T) {
+	m := newMemcached("example", 1)
+	f := newFixture(t, m, ownedDeployment(m, 1))
+	f.client.failOn["update memcached/status"] = apierrors.NewNotFound(
+		schema.GroupResource{Group: v1alpha1.GroupName, Resource: v1alpha1.Resource}, "example")
+
+	if err := f.handle(m, false); err != nil {
+		t.Fatalf("Handle: got %v, want nil: a Memcached deleted during its reconcile needs nothing more", err)
+	}
+	if evs := f.events(); len(evs) != 0 {
+		t.Errorf("events: got %q, want none", evs)
+	}
+	if n := f.handler.queue.Len(); n != 0 {
+		t.Errorf("queue: got %d items, want none", n)
+	}
+}
+
 func TestEnqueueOwner(t *testing.T) {
 	m := newMemcached("example", 1)
 	pod := newPod(m, "example-a", corev1.PodRunning, true)

@@ -189,6 +189,12 @@ func (h *Handler) writeStatus(m *v1alpha1.Memcached, status v1alpha1.MemcachedSt
 	updated := m.DeepCopy()
 	updated.Status = status
 	err := h.client.UpdateMemcachedStatus(updated)
+	if apierrors.IsNotFound(err) {
+		// Deleted since it was read, as when many are deleted at once: no
+		// status is left to write, and the garbage collector removes
+		// whatever this reconcile created for it.
+		return nil
+	}
 	if apierrors.IsConflict(err) {
 		return fmt.Errorf("failed to update status of memcached %s/%s: %w", m.Namespace, m.Name, errStale)
 	}

@@ -33,6 +33,12 @@ type namespace struct {
 	// ServiceAccount; startOperator writes it.
 	operatorKubeconfig string
 	dir                string
+	// binary, when set, is the operator startOperator runs instead of the one
+	// `make build` writes (see startRaceOperator).
+	binary string
+	// proxy, when set, is the API server for startOperator's operator (see
+	// viaProxy).
+	proxy *framework.APIProxy
 }
 
 // newNamespace creates a namespace named after the test plus prefix and a random
@@ -83,9 +89,20 @@ func (ns *namespace) startOperator(args ...string) *framework.Operator {
 	if err := cluster.ServiceAccountKubeconfig(context.Background(), ns.name, operatorSA, kubeconfig, time.Hour); err != nil {
 		t.Fatal(err)
 	}
+	if ns.proxy != nil {
+		proxied := filepath.Join(ns.dir, "operator-via-proxy.kubeconfig")
+		if err := ns.proxy.Kubeconfig(kubeconfig, proxied); err != nil {
+			t.Fatal(err)
+		}
+		kubeconfig = proxied
+	}
 	ns.operatorKubeconfig = kubeconfig
+	binary := paths.OperatorBinary()
+	if ns.binary != "" {
+		binary = ns.binary
+	}
 	op, err := framework.StartOperator(framework.OperatorConfig{
-		Binary:         paths.OperatorBinary(),
+		Binary:         binary,
 		Kubeconfig:     kubeconfig,
 		WatchNamespace: ns.name,
 		LogFile:        filepath.Join(ns.dir, "operator.log"),
@@ -104,6 +121,19 @@ func (ns *namespace) startOperator(args ...string) *framework.Operator {
 		return fmt.Sprintf("===== operator log (WATCH_NAMESPACE=%s, %s)\n%s", ns.name, op.LogFile(), op.Log())
 	})
 	return op
+}
+
+// viaProxy makes startOperator's operator reach the API server through a new
+// APIProxy, which records its requests, and returns the proxy.
+func (ns *namespace) viaProxy() *framework.APIProxy {
+	ns.t.Helper()
+	p, err := framework.StartAPIProxy(cluster.Kubeconfig)
+	if err != nil {
+		ns.t.Fatal(err)
+	}
+	ns.t.Cleanup(p.Close)
+	ns.proxy = p
+	return p
 }
 
 // run runs kubectl in the namespace and fails the test on error.

@@ -156,17 +156,21 @@ func (c *Cluster) Pause(component string, max time.Duration) (resume func() erro
 	if err := watchdog.Start(); err != nil {
 		return nil, fmt.Errorf("start the watchdog that resumes %s: %v", component, err)
 	}
+	// The watchdog leads a session and process group of its own: killing
+	// the group ends its sleep too.
+	stopWatchdog := func() {
+		_ = syscall.Kill(-watchdog.Process.Pid, syscall.SIGKILL)
+		_ = watchdog.Wait() // reports the kill; nothing to check
+	}
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		_ = watchdog.Process.Kill()
-		_ = watchdog.Wait()
+		stopWatchdog()
 		return nil, fmt.Errorf("SIGSTOP %s (pid %d): %v", component, pid, err)
 	}
 	var once sync.Once
 	return func() error {
 		once.Do(func() {
 			err = syscall.Kill(pid, syscall.SIGCONT)
-			_ = watchdog.Process.Kill()
-			_ = watchdog.Wait() // reports the kill; nothing to check
+			stopWatchdog()
 		})
 		if err != nil {
 			return fmt.Errorf("SIGCONT %s (pid %d): %v", component, pid, err)

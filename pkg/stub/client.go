@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync/atomic"
-	"time"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
 	"github.com/sirupsen/logrus"
@@ -57,10 +56,6 @@ type CachedClient struct {
 	memcacheds  cache.SharedIndexInformer
 	deployments cache.SharedIndexInformer
 	pods        cache.SharedIndexInformer
-	// resync and onResync are OnMemcachedChange's periodic requeue, which
-	// Start runs.
-	resync   time.Duration
-	onResync func(namespace, name string)
 }
 
 // NewCachedClient returns a CachedClient for namespace. The Deployment and
@@ -127,55 +122,6 @@ func (c *CachedClient) OnChildChange(enqueue func(namespace, name string)) {
 	c.pods.AddEventHandler(handler)
 }
 
-// OnMemcachedChange makes the Memcached cache call enqueue with the
-// namespace and name of every Memcached that is added or changed, and of
-// every cached Memcached once per resync period (0 disables that). Deletes
-// are not passed on: the garbage collector removes a deleted Memcached's
-// children through their owner references. It must be called before Start.
-//
-// Reconciles driven from here, rather than by sdk.Watch, never go through
-// operator-sdk v0.0.7's informer (pkg/sdk/informer.go). That informer keeps
-// the last state of each deleted object in a plain map, deletedObjects,
-// which its event handler goroutine writes while its worker goroutine reads
-// and deletes entries, with no lock. When many Memcacheds are deleted at
-// once the two overlap: the race detector reports it (test/e2e
-// TestMassDelete), and a build without it risks Go's "fatal error:
-// concurrent map writes". This cache keeps no state of its own about
-// deleted objects.
-func (c *CachedClient) OnMemcachedChange(enqueue func(namespace, name string), resync time.Duration) {
-	enqueueKey := func(obj interface{}) {
-		if m, ok := obj.(metav1.Object); ok {
-			enqueue(m.GetNamespace(), m.GetName())
-		}
-	}
-	c.memcacheds.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueueKey,
-		UpdateFunc: func(_, obj interface{}) { enqueueKey(obj) },
-	})
-	c.resync, c.onResync = resync, enqueue
-}
-
-// resyncMemcacheds passes every cached Memcached to the OnMemcachedChange
-// callback once per resync period until stop is closed. (A client-go 1.11
-// shared informer created without a resync period, as this one is, ignores
-// the period of AddEventHandlerWithResyncPeriod.)
-func (c *CachedClient) resyncMemcacheds(stop <-chan struct{}) {
-	ticker := time.NewTicker(c.resync)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-ticker.C:
-			for _, key := range c.memcacheds.GetStore().ListKeys() {
-				if namespace, name, err := cache.SplitMetaNamespaceKey(key); err == nil {
-					c.onResync(namespace, name)
-				}
-			}
-		}
-	}
-}
-
 // enqueueOwner passes the owner of a cached child, or of the last known
 // state of a deleted one, to enqueue.
 func enqueueOwner(obj interface{}, enqueue func(namespace, name string)) {
@@ -198,9 +144,6 @@ func (c *CachedClient) Start(stop <-chan struct{}) error {
 	c.factory.Start(stop)
 	if !cache.WaitForCacheSync(stop, c.memcacheds.HasSynced, c.deployments.HasSynced, c.pods.HasSynced) {
 		return fmt.Errorf("stopped before the Memcached, Deployment and pod caches were filled")
-	}
-	if c.resync > 0 && c.onResync != nil {
-		go c.resyncMemcacheds(stop)
 	}
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"io"
 	"reflect"
 	"testing"
-	"time"
 
 	"github.com/sirupsen/logrus"
 	logrustest "github.com/sirupsen/logrus/hooks/test"
@@ -13,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	core "k8s.io/client-go/testing"
@@ -120,89 +118,6 @@ func TestCachedClientReadsMemcachedAndPodsFromCache(t *testing.T) {
 	}
 	if n := len(kube.Actions()); n != 0 {
 		t.Errorf("API actions: got %v, want none", kube.Actions())
-	}
-}
-
-// eventWait bounds each wait for an informer to pass an event on.
-const eventWait = 10 * time.Second
-
-// startWatchedClient starts a CachedClient whose Memcached list is empty and
-// whose Memcached watch is the returned FakeWatcher, with OnMemcachedChange
-// sending every key it is given to the returned channel. (client-go 1.11's
-// fake dynamic client cannot list objects: it passes each list item by value
-// to meta.Accessor, which refuses it. The watch brings them all.)
-func startWatchedClient(t *testing.T, resync time.Duration) (*watch.FakeWatcher, <-chan string) {
-	t.Helper()
-	dyn := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())
-	list := &unstructured.UnstructuredList{Object: map[string]interface{}{"apiVersion": "cache.example.com/v1alpha1", "kind": "MemcachedList"}}
-	dyn.PrependReactor("list", "memcacheds", func(core.Action) (bool, runtime.Object, error) { return true, list, nil })
-	watcher := watch.NewFake()
-	dyn.PrependWatchReactor("memcacheds", core.DefaultWatchReactor(watcher, nil))
-
-	c := NewCachedClient(kubefake.NewSimpleClientset(), dyn, "test")
-	keys := make(chan string, 100)
-	c.OnMemcachedChange(func(namespace, name string) { keys <- namespace + "/" + name }, resync)
-	stop := make(chan struct{})
-	t.Cleanup(func() { close(stop) })
-	if err := c.Start(stop); err != nil {
-		t.Fatal(err)
-	}
-	return watcher, keys
-}
-
-// memcachedObject returns Memcached name as the dynamic client holds it.
-func memcachedObject(t *testing.T, name string) *unstructured.Unstructured {
-	t.Helper()
-	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(newMemcached(name, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &unstructured.Unstructured{Object: content}
-}
-
-// next returns the next key passed on, failing the test after eventWait.
-func next(t *testing.T, keys <-chan string) string {
-	t.Helper()
-	select {
-	case k := <-keys:
-		return k
-	case <-time.After(eventWait):
-		t.Fatalf("no key passed on within %s", eventWait)
-		return ""
-	}
-}
-
-func TestMemcachedChangesAreQueuedButDeletesAreNot(t *testing.T) {
-	watcher, keys := startWatchedClient(t, 0)
-
-	watcher.Add(memcachedObject(t, "listed"))
-	watcher.Add(memcachedObject(t, "added"))
-	watcher.Modify(memcachedObject(t, "listed"))
-	watcher.Delete(memcachedObject(t, "listed"))
-	// Events reach the handler in order: a delete passed on would come
-	// before the add that follows it.
-	watcher.Add(memcachedObject(t, "last"))
-
-	var got []string
-	for len(got) < 4 {
-		got = append(got, next(t, keys))
-	}
-	want := []string{"test/listed", "test/added", "test/listed", "test/last"}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("keys passed on: got %v, want %v (no key for the delete)", got, want)
-		}
-	}
-}
-
-func TestMemcachedsAreQueuedEveryResync(t *testing.T) {
-	watcher, keys := startWatchedClient(t, 10*time.Millisecond)
-	watcher.Add(memcachedObject(t, "a"))
-	// One key for the add, then one per resync.
-	for i := 0; i < 3; i++ {
-		if got, want := next(t, keys), "test/a"; got != want {
-			t.Fatalf("key %d: got %s, want %s", i, got, want)
-		}
 	}
 }
 

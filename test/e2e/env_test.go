@@ -36,6 +36,8 @@ type namespace struct {
 	// binary, when set, is the operator startOperator runs instead of the one
 	// `make build` writes (see startRaceOperator).
 	binary string
+	// env are extra KEY=VALUE entries of the operator's environment.
+	env []string
 	// proxy, when set, is the API server for startOperator's operator (see
 	// viaProxy).
 	proxy *framework.APIProxy
@@ -103,6 +105,7 @@ func (ns *namespace) startOperator(args ...string) *framework.Operator {
 	}
 	op, err := framework.StartOperator(framework.OperatorConfig{
 		Binary:         binary,
+		Env:            ns.env,
 		Kubeconfig:     kubeconfig,
 		WatchNamespace: ns.name,
 		LogFile:        filepath.Join(ns.dir, "operator.log"),

@@ -190,7 +190,9 @@ func TestMassDelete(t *testing.T) {
 			t.Errorf("cleanup: %v", err)
 		}
 	})
-	op := ns.startRaceOperator()
+	// The point is the deletes: lift the reconcile's client limits so that
+	// creating 1,000 Deployments does not take most of the test.
+	op := ns.startRaceOperator("--kube-api-qps=500", "--kube-api-burst=1000")
 	dyn := dynamicClient(t)
 	memcacheds := dyn.Resource(memcachedsGVR).Namespace(ns.name)
 

@@ -242,10 +242,10 @@ up_real() {
   cat <<EOF
 
 The cluster (Kubernetes $(server_version)), its real node ${NODE_NAME:-real-node} (kubelet,
-containerd, pods on 198.18.0.0/24) and the operator pod keep running.
+containerd, pods on 198.18.0.0/24) and the operator (two pods, one leading) keep running.
 The images are local builds in the registry on 127.0.0.1:5000, not the upstream ones.
 EOF
-  explore "kubectl logs -f deployment/memcached-operator"
+  explore "kubectl logs -f -l app.kubernetes.io/name=memcached-operator --prefix   # two replicas; the Lease memcached-operator names the leader"
 }
 
 # pod_servers prints host:port of every pod that NAME's status.nodes lists.

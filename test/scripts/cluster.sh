@@ -38,7 +38,7 @@ FAKE_POD_CIDR="198.18.64.0/18"
 
 # exists succeeds when kwokctl knows cluster NAME.
 exists() {
-  "${KWOKCTL}" get clusters 2>/dev/null | grep -qx -- "$1"
+  "${KWOKCTL}" get clusters 2>/dev/null | grep -x -- "$1" >/dev/null
 }
 
 # healthy succeeds when the API server behind KUBECONFIG is ready.

@@ -73,7 +73,7 @@ build() {
 # not an unrelated process that reused the pid after a reboot).
 operator_alive() {
   pid_alive "${OPERATOR_PID}" &&
-    tr '\0' ' ' <"/proc/$(<"${OPERATOR_PID}")/cmdline" 2>/dev/null | grep -q memcached-operator
+    tr '\0' ' ' <"/proc/$(<"${OPERATOR_PID}")/cmdline" 2>/dev/null | grep memcached-operator >/dev/null
 }
 
 # stop_operator stops the operator that a previous `demo.sh up` started, if any.

@@ -24,6 +24,10 @@ export KWOK_KUBECTL_BINARY="${TOOLS_BIN}/kubectl"
 # node pulls from. It listens on loopback only.
 export REGISTRY_ADDR="${REGISTRY_ADDR:-127.0.0.1:5000}"
 
+# A pipeline that ends in `grep -q` fails under pipefail when grep exits before the
+# writer is done (SIGPIPE, status 141): the scripts let grep read everything and
+# send its output to /dev/null instead.
+
 # log prints a progress line to stderr.
 log() {
   printf '==> %s\n' "$*" >&2

@@ -568,7 +568,7 @@ teardown() {
 }
 
 no_running_tasks() {
-  ! ctr --address "${SOCKET}" -n k8s.io tasks ls 2>/dev/null | grep -q RUNNING
+  ! ctr --address "${SOCKET}" -n k8s.io tasks ls 2>/dev/null | grep RUNNING >/dev/null
 }
 
 cmd_down() {

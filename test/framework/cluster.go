@@ -1,7 +1,6 @@
 package framework
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -81,15 +80,7 @@ func (c *Cluster) ServiceAccountKubeconfig(ctx context.Context, namespace, name,
 // script runs test/scripts/cluster.sh and returns its standard output; its progress
 // lines (standard error) go to the test's standard error.
 func (c *Cluster) script(ctx context.Context, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, c.paths.Script("cluster.sh"), args...)
-	var stdout bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return stdout.String(), fmt.Errorf("cluster.sh %s: %v", strings.Join(args, " "), err)
-	}
-	return stdout.String(), nil
+	return c.paths.RunScript(ctx, 5*time.Minute, "cluster.sh", args...)
 }
 
 // Serving returns nil when cluster.sh status says the cluster serves: its API

@@ -125,38 +125,25 @@ func (n *RealNode) ContainerPID(ctx context.Context, containerID string) (int, e
 }
 
 func (n *RealNode) script(ctx context.Context, timeout time.Duration, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, n.paths.Script("node.sh"), args...)
-	var stdout bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return stdout.String(), fmt.Errorf("node.sh %s: %v", strings.Join(args, " "), err)
-	}
-	return stdout.String(), nil
+	return n.paths.RunScript(ctx, timeout, "node.sh", args...)
 }
 
 // ImageRef returns the local registry's reference of an image that
 // test/scripts/images.sh builds: "pause", "memcached", or "operator" with a version.
 func ImageRef(ctx context.Context, paths Paths, image string, version ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, paths.Script("images.sh"), append([]string{"ref", image}, version...)...).Output()
-	if err != nil {
-		return "", fmt.Errorf("images.sh ref %s: %v", image, err)
-	}
-	return strings.TrimSpace(string(out)), nil
+	out, err := paths.RunScript(ctx, 30*time.Second, "images.sh", append([]string{"ref", image}, version...)...)
+	return strings.TrimSpace(out), err
 }
 
 // RequireImages starts the local registry if it is not running (its images are kept
 // on disk) and fails unless every ref is in it, naming `make images`, which builds
 // them.
 func RequireImages(ctx context.Context, paths Paths, refs ...string) error {
+	if _, err := paths.RunScript(ctx, time.Minute, "registry.sh", "up"); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	if out, err := exec.CommandContext(ctx, paths.Script("registry.sh"), "up").CombinedOutput(); err != nil {
-		return fmt.Errorf("registry.sh up: %v: %s", err, out)
-	}
 	var missing []string
 	for _, r := range refs {
 		ref, err := name.ParseReference(r, name.Insecure)

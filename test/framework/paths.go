@@ -7,11 +7,14 @@ package framework
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // rootModule is the operator's module path, which marks the repository root.
@@ -95,4 +98,19 @@ func (p Paths) RequireTools(names ...string) error {
 		paths[i] = p.Tool(n)
 	}
 	return RequireFiles("make tools", paths...)
+}
+
+// RunScript runs test/scripts/NAME with args for at most timeout and returns its
+// standard output; its progress lines (standard error) go to the test's standard
+// error.
+func (p Paths) RunScript(ctx context.Context, timeout time.Duration, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, p.Script(name), args...)
+	var stdout bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("%s %s: %v", name, strings.Join(args, " "), err)
+	}
+	return stdout.String(), nil
 }

@@ -14,10 +14,13 @@ import (
 
 // maxAttemptsBeforeResync bounds the operator's attempts at a Memcached that
 // keeps failing, in any window shorter than its resync period (5 minutes by
-// default): the SDK's first attempt and its 15 retries with exponential
-// backoff (5ms, 10ms ... 82s), plus one for the Memcached update that the
-// status write reporting the failure causes.
-const maxAttemptsBeforeResync = 1 + 15 + 1
+// default). Two queues may hold it, each with its own exponential backoff
+// (5ms, 10ms ... 82s) and 15 retries: the SDK's, and the handler's own, which
+// takes the key when a status write loses a resourceVersion race (more likely
+// on a loaded machine). Add one for the Memcached update that the status
+// write reporting the failure causes. An operator that did not back off
+// would make hundreds of attempts in the window.
+const maxAttemptsBeforeResync = (1 + 15) + (1 + 15) + 1
 
 // backoffWindow is how long TestRefusedByQuota watches a failing Memcached:
 // long enough for a hot loop to show as hundreds of attempts, and for the

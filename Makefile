@@ -15,6 +15,9 @@ KUBECONFIG ?= $(HOME)/.kube/config
 # MEMCACHED_IMAGE, when set, is the memcached image that `make deploy` and `make run`
 # give the operator (its MEMCACHED_IMAGE); empty keeps the operator's default.
 MEMCACHED_IMAGE ?=
+# N and SIZE are the number of Memcached resources and their size in `make bench`.
+N ?= 1000
+SIZE ?= 2
 
 OUTPUT := tmp/_output
 # DEPLOY_DIR holds the manifest `make deploy` renders, one folder per namespace, so
@@ -128,8 +131,8 @@ e2e: build tools ## Run the end-to-end suites (fake nodes, real node, image, OLM
 	exit $$rc
 
 .PHONY: bench
-bench: build tools ## Time how fast 50 Memcached resources converge, at 5 and at 50 requests/s.
-	cd test && go test -run '^$$' -bench BenchmarkConverge -benchtime 1x -count 1 ./e2e/
+bench: build tools ## Measure N Memcached resources (N=1000 SIZE=2) against N plain Deployments; writes tmp/_output/bench/result.json.
+	cd test && BENCH_N=$(N) BENCH_SIZE=$(SIZE) go test -run '^$$' -bench BenchmarkOperatorAgainstFloor -benchtime 1x -count 1 -timeout 60m ./e2e/
 
 .PHONY: clean
 clean: ## Remove build outputs (keeps the tool cache; see `make clean-tools`).

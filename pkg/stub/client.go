@@ -3,10 +3,9 @@ package stub
 import (
 	"encoding/json"
 	"fmt"
-	"sync/atomic"
+	"sync"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
-	"github.com/sirupsen/logrus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,30 +14,37 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
 // Client is the narrow slice of the Kubernetes API that the reconcile uses.
+// Memcached resources come from the SDK's events instead (see Handler).
 type Client interface {
-	// GetMemcached returns a copy of the named Memcached that the caller may modify.
-	GetMemcached(namespace, name string) (*v1alpha1.Memcached, error)
-	// UpdateMemcachedStatus writes m.Status through the status subresource.
-	UpdateMemcachedStatus(m *v1alpha1.Memcached) error
-	// GetDeployment returns the named Deployment, which the caller must not modify.
+	// UpdateMemcachedStatus writes m.Status through the status subresource
+	// and returns the Memcached as the API server stored it.
+	UpdateMemcachedStatus(m *v1alpha1.Memcached) (*v1alpha1.Memcached, error)
+	// MemcachedAPIServed returns nil when the API server serves the
+	// Memcached API, or the error that says why not.
+	MemcachedAPIServed() error
+	// GetDeployment returns the named Deployment from what the client
+	// knows without asking the API server: NotFound means the client has
+	// not seen it. The caller must not modify it.
 	GetDeployment(namespace, name string) (*appsv1.Deployment, error)
-	// CreateDeployment creates the Deployment described by manifest.
-	CreateDeployment(manifest *unstructured.Unstructured) error
+	// ReadDeployment reads the named Deployment from the API server.
+	ReadDeployment(namespace, name string) (*appsv1.Deployment, error)
+	// CreateDeployment creates the Deployment described by manifest and
+	// returns it as the API server stored it.
+	CreateDeployment(manifest *unstructured.Unstructured) (*appsv1.Deployment, error)
 	// ScaleDeployment sets spec.replicas of the named Deployment and nothing else.
 	ScaleDeployment(namespace, name string, replicas int32) error
-	// ListPods returns the pods in namespace that selector matches, which the
-	// caller must not modify.
-	ListPods(namespace string, selector labels.Selector) ([]*corev1.Pod, error)
+	// ListPods returns the pods of the Memcached namespace/name, those with
+	// its labels (labelsForMemcached), which the caller must not modify.
+	ListPods(namespace, name string) ([]*corev1.Pod, error)
 }
 
 // CachedClient is the Client the operator runs with. It reads from informer
@@ -52,61 +58,73 @@ type Client interface {
 type CachedClient struct {
 	kube        kubernetes.Interface
 	dyn         dynamic.Interface
+	discovery   discovery.ServerResourcesInterface
 	factory     informers.SharedInformerFactory
-	memcacheds  cache.SharedIndexInformer
 	deployments cache.SharedIndexInformer
 	pods        cache.SharedIndexInformer
+	// created holds the Deployments this client created that the
+	// Deployment cache has not shown yet, by namespace/name, so that the
+	// reconciles right after a create need no read from the API server.
+	created *createdDeployments
 }
 
 // NewCachedClient returns a CachedClient for namespace. The Deployment and
 // pod caches hold only objects labelled app=memcached; Start fills them.
-func NewCachedClient(kube kubernetes.Interface, dyn dynamic.Interface, namespace string) *CachedClient {
+// kube may speak protobuf; dyn and disco must speak JSON.
+func NewCachedClient(kube kubernetes.Interface, dyn dynamic.Interface, disco discovery.ServerResourcesInterface, namespace string) (*CachedClient, error) {
 	factory := informers.NewFilteredSharedInformerFactory(kube, 0, namespace, func(o *metav1.ListOptions) {
 		o.LabelSelector = ManagedSelector
 	})
-	memcacheds := dyn.Resource(v1alpha1.SchemeGroupVersionResource).Namespace(namespace)
-	served := &apiServed{}
-	return &CachedClient{
-		kube:    kube,
-		dyn:     dyn,
-		factory: factory,
-		memcacheds: cache.NewSharedIndexInformer(&cache.ListWatch{
-			ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
-				list, err := memcacheds.List(o)
-				served.observe(err)
-				return list, err
-			},
-			WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) { return memcacheds.Watch(o) },
-		}, &unstructured.Unstructured{}, 0, cache.Indexers{}),
+	c := &CachedClient{
+		kube:        kube,
+		dyn:         dyn,
+		discovery:   disco,
+		factory:     factory,
 		deployments: factory.Apps().V1().Deployments().Informer(),
 		pods:        factory.Core().V1().Pods().Informer(),
+		created:     &createdDeployments{items: map[string]*appsv1.Deployment{}},
 	}
-}
-
-// apiServed logs when the Memcached API stops being served, typically because
-// its CustomResourceDefinition was deleted, and when it is served again. The
-// informer meanwhile retries its list once a second, and client-go's
-// reflector logs each failure only as "Failed to list
-// *unstructured.Unstructured: the server could not find the requested
-// resource", which names neither.
-type apiServed struct {
-	missing int32 // 1 while lists fail with NotFound
-}
-
-// observe takes the result of a Memcached list.
-func (a *apiServed) observe(err error) {
-	switch {
-	case apierrors.IsNotFound(err):
-		if atomic.CompareAndSwapInt32(&a.missing, 0, 1) {
-			crd := v1alpha1.SchemeGroupVersionResource.GroupResource()
-			logrus.Errorf("the Memcached API %s is not served (is the CustomResourceDefinition %s deleted?): no Memcached can be read or reconciled until it is back; retrying every second",
-				v1alpha1.APIVersion(), crd.String())
-		}
-	case err == nil:
-		if atomic.CompareAndSwapInt32(&a.missing, 1, 0) {
-			logrus.Infof("the Memcached API %s is served again", v1alpha1.APIVersion())
+	if err := c.pods.AddIndexers(cache.Indexers{byMemcachedIndex: indexByMemcached}); err != nil {
+		return nil, fmt.Errorf("failed to index the pod cache: %v", err)
+	}
+	// Once the cache shows a Deployment, in any version, it is the truth.
+	seen := func(obj interface{}) {
+		if k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			c.created.forget(k)
 		}
 	}
+	c.deployments.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    seen,
+		UpdateFunc: func(_, obj interface{}) { seen(obj) },
+		DeleteFunc: seen,
+	})
+	return c, nil
+}
+
+// createdDeployments is a set of Deployments by namespace/name, safe for
+// concurrent use.
+type createdDeployments struct {
+	mu    sync.Mutex
+	items map[string]*appsv1.Deployment
+}
+
+func (c *createdDeployments) add(key string, d *appsv1.Deployment) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.items[key] = d
+}
+
+func (c *createdDeployments) get(key string) (*appsv1.Deployment, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d, ok := c.items[key]
+	return d, ok
+}
+
+func (c *createdDeployments) forget(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.items, key)
 }
 
 // OnChildChange makes the caches call enqueue with the namespace and
@@ -140,64 +158,79 @@ func enqueueOwner(obj interface{}, enqueue func(namespace, name string)) {
 // Start runs the informers until stop is closed and waits for their caches
 // to be filled, failing if stop closes first.
 func (c *CachedClient) Start(stop <-chan struct{}) error {
-	go c.memcacheds.Run(stop)
 	c.factory.Start(stop)
-	if !cache.WaitForCacheSync(stop, c.memcacheds.HasSynced, c.deployments.HasSynced, c.pods.HasSynced) {
-		return fmt.Errorf("stopped before the Memcached, Deployment and pod caches were filled")
+	if !cache.WaitForCacheSync(stop, c.deployments.HasSynced, c.pods.HasSynced) {
+		return fmt.Errorf("stopped before the Deployment and pod caches were filled")
 	}
 	return nil
 }
 
-// GetMemcached reads the Memcached cache. A Memcached that the cache has not
-// seen yet is NotFound: its own watch event is on the way to the SDK.
-func (c *CachedClient) GetMemcached(namespace, name string) (*v1alpha1.Memcached, error) {
-	obj, exists, err := c.memcacheds.GetIndexer().GetByKey(namespace + "/" + name)
-	if err != nil {
-		return nil, err
-	}
-	if !exists {
-		return nil, apierrors.NewNotFound(v1alpha1.SchemeGroupVersionResource.GroupResource(), name)
-	}
-	m := &v1alpha1.Memcached{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.(*unstructured.Unstructured).UnstructuredContent(), m); err != nil {
-		return nil, fmt.Errorf("failed to decode memcached %s/%s: %v", namespace, name, err)
-	}
-	return m, nil
-}
-
 // UpdateMemcachedStatus writes m's status through the dynamic client, whose
 // UpdateStatus targets the status subresource; the SDK's sdk.Update cannot.
-func (c *CachedClient) UpdateMemcachedStatus(m *v1alpha1.Memcached) error {
+func (c *CachedClient) UpdateMemcachedStatus(m *v1alpha1.Memcached) (*v1alpha1.Memcached, error) {
 	m = m.DeepCopy()
 	m.APIVersion = v1alpha1.APIVersion()
 	m.Kind = v1alpha1.Kind
 	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(m)
 	if err != nil {
-		return fmt.Errorf("failed to encode memcached %s/%s: %v", m.Namespace, m.Name, err)
+		return nil, fmt.Errorf("failed to encode memcached %s/%s: %v", m.Namespace, m.Name, err)
 	}
-	_, err = c.dyn.Resource(v1alpha1.SchemeGroupVersionResource).Namespace(m.Namespace).
+	stored, err := c.dyn.Resource(v1alpha1.SchemeGroupVersionResource).Namespace(m.Namespace).
 		UpdateStatus(&unstructured.Unstructured{Object: content})
+	if err != nil {
+		return nil, err
+	}
+	updated := &v1alpha1.Memcached{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(stored.UnstructuredContent(), updated); err != nil {
+		return nil, fmt.Errorf("failed to decode memcached %s/%s: %v", m.Namespace, m.Name, err)
+	}
+	return updated, nil
+}
+
+// MemcachedAPIServed asks the API server's discovery for the Memcached API.
+func (c *CachedClient) MemcachedAPIServed() error {
+	_, err := c.discovery.ServerResourcesForGroupVersion(v1alpha1.APIVersion())
 	return err
 }
 
-// GetDeployment reads the Deployment cache and falls back to the API server
-// on a miss. The cache misses a Deployment created a moment ago and any
-// Deployment without the app=memcached label, which is not ours but must be
-// seen to be left alone.
+// GetDeployment reads the Deployment cache, then the Deployments this client
+// created that the cache has not shown yet. It never asks the API server, so
+// it misses Deployments without the app=memcached label: those are not the
+// operator's, and CreateDeployment finds them.
 func (c *CachedClient) GetDeployment(namespace, name string) (*appsv1.Deployment, error) {
 	d, err := appslisters.NewDeploymentLister(c.deployments.GetIndexer()).Deployments(namespace).Get(name)
-	if err == nil || !apierrors.IsNotFound(err) {
+	if !apierrors.IsNotFound(err) {
 		return d, err
 	}
+	if d, ok := c.created.get(namespace + "/" + name); ok {
+		return d, nil
+	}
+	return nil, err
+}
+
+// ReadDeployment reads the Deployment from the API server.
+func (c *CachedClient) ReadDeployment(namespace, name string) (*appsv1.Deployment, error) {
 	return c.kube.AppsV1().Deployments(namespace).Get(name, metav1.GetOptions{})
 }
 
 // CreateDeployment creates manifest through the dynamic client, which keeps
-// fields client-go 1.11's types do not know.
-func (c *CachedClient) CreateDeployment(manifest *unstructured.Unstructured) error {
-	_, err := c.dyn.Resource(appsv1.SchemeGroupVersion.WithResource("deployments")).
+// fields client-go 1.11's types do not know, and remembers the result until
+// the cache shows it.
+func (c *CachedClient) CreateDeployment(manifest *unstructured.Unstructured) (*appsv1.Deployment, error) {
+	created, err := c.dyn.Resource(appsv1.SchemeGroupVersion.WithResource("deployments")).
 		Namespace(manifest.GetNamespace()).Create(manifest)
-	return err
+	if err != nil {
+		return nil, err
+	}
+	d := &appsv1.Deployment{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(created.UnstructuredContent(), d); err != nil {
+		return nil, fmt.Errorf("failed to decode created deployment %s/%s: %v", manifest.GetNamespace(), manifest.GetName(), err)
+	}
+	key := d.Namespace + "/" + d.Name
+	if _, cached, _ := c.deployments.GetIndexer().GetByKey(key); !cached {
+		c.created.add(key, d)
+	}
+	return d, nil
 }
 
 // ScaleDeployment patches spec.replicas alone, leaving every other field,
@@ -213,7 +246,37 @@ func (c *CachedClient) ScaleDeployment(namespace, name string, replicas int32) e
 	return err
 }
 
-// ListPods reads the pod cache.
-func (c *CachedClient) ListPods(namespace string, selector labels.Selector) ([]*corev1.Pod, error) {
-	return corelisters.NewPodLister(c.pods.GetIndexer()).Pods(namespace).List(selector)
+// ListPods reads the pod cache through its index of pods by Memcached, so
+// that a reconcile costs the same whatever the number of Memcached
+// resources and pods in the namespace.
+func (c *CachedClient) ListPods(namespace, name string) ([]*corev1.Pod, error) {
+	objs, err := c.pods.GetIndexer().ByIndex(byMemcachedIndex, namespace+"/"+name)
+	if err != nil {
+		return nil, err
+	}
+	selector := selectorForMemcached(name)
+	pods := make([]*corev1.Pod, 0, len(objs))
+	for _, obj := range objs {
+		if p, ok := obj.(*corev1.Pod); ok && selector.Matches(labels.Set(p.Labels)) {
+			pods = append(pods, p)
+		}
+	}
+	return pods, nil
+}
+
+// byMemcachedIndex names the pod cache's index by the namespace/name of the
+// Memcached in the pod's memcached_cr label.
+const byMemcachedIndex = "memcached"
+
+// indexByMemcached is the index function of byMemcachedIndex.
+func indexByMemcached(obj interface{}) ([]string, error) {
+	o, ok := obj.(metav1.Object)
+	if !ok {
+		return nil, nil
+	}
+	name := o.GetLabels()[crLabel]
+	if name == "" {
+		return nil, nil
+	}
+	return []string{o.GetNamespace() + "/" + name}, nil
 }

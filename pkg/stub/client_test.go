@@ -1,17 +1,12 @@
 package stub
 
 import (
-	"io"
-	"reflect"
 	"testing"
 
-	"github.com/sirupsen/logrus"
-	logrustest "github.com/sirupsen/logrus/hooks/test"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	core "k8s.io/client-go/testing"
@@ -23,14 +18,15 @@ import (
 func newTestCachedClient(t *testing.T, cached []runtime.Object, live ...runtime.Object) (*CachedClient, *kubefake.Clientset) {
 	t.Helper()
 	kube := kubefake.NewSimpleClientset(live...)
-	c := NewCachedClient(kube, dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), "test")
+	c, err := NewCachedClient(kube, dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), kube.Discovery(), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, obj := range cached {
 		var err error
 		switch o := obj.(type) {
 		case *corev1.Pod:
 			err = c.pods.GetIndexer().Add(o)
-		case *unstructured.Unstructured:
-			err = c.memcacheds.GetIndexer().Add(o)
 		default:
 			err = c.deployments.GetIndexer().Add(o)
 		}
@@ -41,23 +37,26 @@ func newTestCachedClient(t *testing.T, cached []runtime.Object, live ...runtime.
 	return c, kube
 }
 
-func TestCachedClientGetDeployment(t *testing.T) {
+func TestCachedClientGetDeploymentNeverAsksTheAPI(t *testing.T) {
 	m := newMemcached("example", 1)
 	d := ownedDeployment(m, 1)
 	tests := []struct {
-		name        string
-		cached      []runtime.Object
-		live        []runtime.Object
-		wantFound   bool
-		wantActions int
+		name      string
+		cached    []runtime.Object
+		created   *appsv1.Deployment
+		wantFound bool
 	}{
-		{name: "cache hit asks the API nothing", cached: []runtime.Object{d}, live: []runtime.Object{d}, wantFound: true},
-		{name: "cache miss reads the API", live: []runtime.Object{d}, wantFound: true, wantActions: 1},
-		{name: "absent everywhere is NotFound", wantActions: 1},
+		{name: "cache hit", cached: []runtime.Object{d}, wantFound: true},
+		{name: "created, not yet in the cache", created: d, wantFound: true},
+		{name: "neither is NotFound", wantFound: false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, kube := newTestCachedClient(t, tt.cached, tt.live...)
+			// The API server holds it in every case: only the cache counts.
+			c, kube := newTestCachedClient(t, tt.cached, d)
+			if tt.created != nil {
+				c.created.add("test/example", tt.created)
+			}
 
 			got, err := c.GetDeployment("test", "example")
 
@@ -67,10 +66,24 @@ func TestCachedClientGetDeployment(t *testing.T) {
 			if !tt.wantFound && !apierrors.IsNotFound(err) {
 				t.Errorf("got error %v, want NotFound", err)
 			}
-			if n := len(kube.Actions()); n != tt.wantActions {
-				t.Errorf("API actions: got %d (%v), want %d", n, kube.Actions(), tt.wantActions)
+			if n := len(kube.Actions()); n != 0 {
+				t.Errorf("API actions: got %v, want none", kube.Actions())
 			}
 		})
+	}
+}
+
+func TestCachedClientReadDeploymentAsksTheAPI(t *testing.T) {
+	m := newMemcached("example", 1)
+	c, kube := newTestCachedClient(t, nil, ownedDeployment(m, 1))
+
+	got, err := c.ReadDeployment("test", "example")
+
+	if err != nil || got.Name != "example" {
+		t.Errorf("got %v, %v; want the deployment", got, err)
+	}
+	if n := len(kube.Actions()); n != 1 {
+		t.Errorf("API actions: got %v, want one get", kube.Actions())
 	}
 }
 
@@ -95,55 +108,18 @@ func TestCachedClientScaleDeploymentPatchesOnlyReplicas(t *testing.T) {
 	}
 }
 
-func TestCachedClientReadsMemcachedAndPodsFromCache(t *testing.T) {
+func TestCachedClientReadsPodsFromCache(t *testing.T) {
 	m := newMemcached("example", 2)
-	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(m)
-	if err != nil {
-		t.Fatal(err)
-	}
 	mine := newPod(m, "example-a", corev1.PodRunning, true)
 	other := newPod(newMemcached("other", 1), "other-a", corev1.PodRunning, true)
-	c, kube := newTestCachedClient(t, []runtime.Object{&unstructured.Unstructured{Object: content}, mine, other})
+	c, kube := newTestCachedClient(t, []runtime.Object{mine, other})
 
-	got, err := c.GetMemcached("test", "example")
-	if err != nil || !reflect.DeepEqual(got, m) {
-		t.Errorf("GetMemcached: got %+v, %v; want %+v", got, err, m)
-	}
-	if _, err := c.GetMemcached("test", "missing"); !apierrors.IsNotFound(err) {
-		t.Errorf("GetMemcached of a missing memcached: got %v, want NotFound", err)
-	}
-	pods, err := c.ListPods("test", selectorForMemcached("example"))
+	pods, err := c.ListPods("test", "example")
+
 	if err != nil || len(pods) != 1 || pods[0].Name != "example-a" {
 		t.Errorf("ListPods: got %v, %v; want example-a alone", pods, err)
 	}
 	if n := len(kube.Actions()); n != 0 {
 		t.Errorf("API actions: got %v, want none", kube.Actions())
-	}
-}
-
-func TestAPIServedLogsWhenTheMemcachedAPIGoesAndComesBack(t *testing.T) {
-	logger := logrus.StandardLogger()
-	hook := logrustest.NewLocal(logger)
-	out := logger.Out
-	logger.SetOutput(io.Discard)
-	defer func() {
-		logger.ReplaceHooks(make(logrus.LevelHooks))
-		logger.SetOutput(out)
-	}()
-	notFound := apierrors.NewNotFound(schema.GroupResource{}, "")
-	unavailable := apierrors.NewServiceUnavailable("etcd is away")
-
-	var a apiServed
-	for _, err := range []error{nil, notFound, notFound, unavailable, notFound, nil, nil, notFound} {
-		a.observe(err)
-	}
-
-	var got []logrus.Level
-	for _, e := range hook.AllEntries() {
-		got = append(got, e.Level)
-	}
-	want := []logrus.Level{logrus.ErrorLevel, logrus.InfoLevel, logrus.ErrorLevel}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("log levels: got %v, want %v (once when the API goes, once when it is back)", got, want)
 	}
 }

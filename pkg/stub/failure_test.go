@@ -206,7 +206,10 @@ func TestFailureClearsOnceFixed(t *testing.T) {
 	f.handler.now = func() metav1.Time { return later }
 
 	if err := f.handle(m, false); err != nil {
-		t.Fatalf("Handle: %v", err)
+		t.Fatalf("reconcile that creates the deployment: %v", err)
+	}
+	if err := f.reconcileNext(); err != nil {
+		t.Fatalf("reconcile after the create: %v", err)
 	}
 
 	if len(f.client.statuses) != 2 {
@@ -237,7 +240,7 @@ func TestFailedStatusWriteIsAnEvent(t *testing.T) {
 		{
 			name:       "after the steps succeeded",
 			wantErr:    "failed to update status of memcached test/example: " + writeErr.Error(),
-			wantEvents: []string{"Normal DeploymentCreated Created deployment example with 1 replicas", statusEvent},
+			wantEvents: []string{statusEvent},
 		},
 		{
 			name:       "reporting a failed step",
@@ -249,9 +252,11 @@ func TestFailedStatusWriteIsAnEvent(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := newMemcached("example", 1)
-			f := newFixture(t, m)
+			f := newFixture(t, m, ownedDeployment(m, 1))
 			f.client.failOn["update memcached/status"] = writeErr
 			if tt.failCreate {
+				f = newFixture(t, m)
+				f.client.failOn["update memcached/status"] = writeErr
 				f.client.failOn["create deployment"] = quotaExceeded
 			}
 
@@ -274,15 +279,15 @@ func TestStaleStatusWriteRecordsNoFailureEvent(t *testing.T) {
 	f.client.failOn["update memcached/status"] = apierrors.NewConflict(
 		schema.GroupResource{Group: v1alpha1.GroupName, Resource: v1alpha1.Resource}, "example", errors.New("modified"))
 
-	if err := f.handle(m, false); err != nil {
-		t.Fatalf("Handle: got %v, want nil: a conflict is retried through the queue", err)
+	if err := f.handle(m, false); !IsStale(err) {
+		t.Fatalf("reconcile: got %v, want a stale write, which is retried quietly", err)
 	}
 
 	if got := f.events(); len(got) != 0 {
 		t.Errorf("events: got %q, want none: the retry on the newer Memcached decides", got)
 	}
-	if n := f.handler.queue.Len(); n != 1 {
-		t.Errorf("queue: got %d items, want the memcached requeued", n)
+	if n := f.handler.queue.NumRequeues("test/example"); n != 1 {
+		t.Errorf("requeues: got %d, want the memcached requeued", n)
 	}
 }
 

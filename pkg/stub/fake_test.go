@@ -24,6 +24,9 @@ type fakeClient struct {
 	memcacheds  map[string]*v1alpha1.Memcached
 	deployments map[string]*appsv1.Deployment
 	pods        []*corev1.Pod
+	// uncached hides Deployments, by namespace/name, from GetDeployment:
+	// the operator's cache leaves out those without its app label.
+	uncached map[string]bool
 	// failOn makes the call whose action starts with the key fail with the value.
 	failOn map[string]error
 
@@ -37,6 +40,7 @@ func newFakeClient(objects ...runtime.Object) *fakeClient {
 		memcacheds:  map[string]*v1alpha1.Memcached{},
 		deployments: map[string]*appsv1.Deployment{},
 		failOn:      map[string]error{},
+		uncached:    map[string]bool{},
 	}
 	for _, o := range objects {
 		switch o := o.(type) {
@@ -65,27 +69,37 @@ func (f *fakeClient) record(action string) error {
 	return nil
 }
 
-func (f *fakeClient) GetMemcached(namespace, name string) (*v1alpha1.Memcached, error) {
-	if err := f.record("get memcached " + key(namespace, name)); err != nil {
+func (f *fakeClient) MemcachedAPIServed() error {
+	return f.record("discover memcached api")
+}
+
+func (f *fakeClient) UpdateMemcachedStatus(m *v1alpha1.Memcached) (*v1alpha1.Memcached, error) {
+	if err := f.record("update memcached/status " + key(m.Namespace, m.Name)); err != nil {
 		return nil, err
 	}
-	m, ok := f.memcacheds[key(namespace, name)]
-	if !ok {
-		return nil, apierrors.NewNotFound(schema.GroupResource{Group: v1alpha1.GroupName, Resource: v1alpha1.Resource}, name)
-	}
-	return m.DeepCopy(), nil
-}
-
-func (f *fakeClient) UpdateMemcachedStatus(m *v1alpha1.Memcached) error {
-	if err := f.record("update memcached/status " + key(m.Namespace, m.Name)); err != nil {
-		return err
-	}
 	f.statuses = append(f.statuses, *m.Status.DeepCopy())
-	return nil
+	stored := m.DeepCopy()
+	stored.ResourceVersion = fmt.Sprintf("%d", len(f.statuses)+1)
+	f.memcacheds[key(m.Namespace, m.Name)] = stored
+	return stored.DeepCopy(), nil
 }
 
+// GetDeployment is the cache read: it finds what deployments holds, unless
+// the test hid it from the cache with uncached.
 func (f *fakeClient) GetDeployment(namespace, name string) (*appsv1.Deployment, error) {
 	if err := f.record("get deployment " + key(namespace, name)); err != nil {
+		return nil, err
+	}
+	d, ok := f.deployments[key(namespace, name)]
+	if !ok || f.uncached[key(namespace, name)] {
+		return nil, apierrors.NewNotFound(schema.GroupResource{Group: "apps", Resource: "deployments"}, name)
+	}
+	return d.DeepCopy(), nil
+}
+
+// ReadDeployment is the read from the API server.
+func (f *fakeClient) ReadDeployment(namespace, name string) (*appsv1.Deployment, error) {
+	if err := f.record("read deployment " + key(namespace, name)); err != nil {
 		return nil, err
 	}
 	d, ok := f.deployments[key(namespace, name)]
@@ -95,22 +109,22 @@ func (f *fakeClient) GetDeployment(namespace, name string) (*appsv1.Deployment, 
 	return d.DeepCopy(), nil
 }
 
-func (f *fakeClient) CreateDeployment(manifest *unstructured.Unstructured) error {
+func (f *fakeClient) CreateDeployment(manifest *unstructured.Unstructured) (*appsv1.Deployment, error) {
 	k := key(manifest.GetNamespace(), manifest.GetName())
 	if err := f.record("create deployment " + k); err != nil {
-		return err
+		return nil, err
 	}
 	if _, ok := f.deployments[k]; ok {
-		return apierrors.NewAlreadyExists(schema.GroupResource{Group: "apps", Resource: "deployments"}, manifest.GetName())
+		return nil, apierrors.NewAlreadyExists(schema.GroupResource{Group: "apps", Resource: "deployments"}, manifest.GetName())
 	}
 	d := &appsv1.Deployment{}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(manifest.Object, d); err != nil {
-		return err
+		return nil, err
 	}
 	d.UID = types.UID("uid-" + d.Name)
 	f.deployments[k] = d
 	f.created = append(f.created, manifest.DeepCopy())
-	return nil
+	return d.DeepCopy(), nil
 }
 
 func (f *fakeClient) ScaleDeployment(namespace, name string, replicas int32) error {
@@ -125,7 +139,8 @@ func (f *fakeClient) ScaleDeployment(namespace, name string, replicas int32) err
 	return nil
 }
 
-func (f *fakeClient) ListPods(namespace string, selector labels.Selector) ([]*corev1.Pod, error) {
+func (f *fakeClient) ListPods(namespace, name string) ([]*corev1.Pod, error) {
+	selector := selectorForMemcached(name)
 	if err := f.record(fmt.Sprintf("list pods %s %s", namespace, selector)); err != nil {
 		return nil, err
 	}

@@ -7,17 +7,14 @@ package stub
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
 	"github.com/operator-framework/operator-sdk/pkg/sdk"
 	"github.com/sirupsen/logrus"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 )
@@ -26,49 +23,56 @@ import (
 // --memcached-image or MEMCACHED_IMAGE say otherwise.
 const DefaultImage = "memcached:1.6-alpine"
 
-// maxChildRetries is how often a reconcile that a child's change asked for is
-// retried with backoff before it is dropped, as the SDK does for its events;
-// the next change or the Memcached resync brings it back.
-const maxChildRetries = 15
+// maxRetries is how often a failing reconcile of one Memcached is retried
+// with backoff before it is dropped, as the SDK's own queue does; the next
+// change of the Memcached or of one of its children, or the next resync,
+// brings it back.
+const maxRetries = 15
 
-// Handler reconciles Memcached resources. Two sources ask it to: the SDK,
-// through Handle, when a Memcached changes; and Run's queue, through
-// EnqueueMemcached, when one of a Memcached's Deployment or pods changes.
+// queueName names the handler's work queue in the operator's metrics.
+const queueName = "memcached-reconcile"
+
+// Handler reconciles Memcached resources. The SDK delivers every change of a
+// Memcached to Handle, which keeps the Memcached and queues its key; a change
+// of one of its Deployment or pods queues the key through EnqueueMemcached.
+// Run's workers take the keys from that one queue, so reconciles of
+// different Memcached resources overlap their round trips to the API server,
+// while client-go's work queue never hands one key to two workers at once.
 //
 // A reconcile that fails is reported on the Memcached (a Warning Event and a
-// Degraded=True condition, see failure.go) and retried with backoff by the
-// queue that asked for it. Both queues are client-go workqueues with
-// DefaultControllerRateLimiter: the n-th retry of one Memcached waits
-// 5ms*2^(n-1), that is 5ms, 10ms, 20ms ... 41s, 82s, about 164s for all 15,
-// under an overall limit of 10 retries/s (bursts of 100); after the 15th the
-// Memcached is dropped until its next change or the next resync. A
-// Memcached that the API server keeps refusing, for a quota, RBAC, an
-// admission policy or an invalid object alike, thus costs at most 16
-// attempts per resync period, most of them in its first seconds, plus one
-// per change to the Memcached: changes, including the status write that
-// reports the failure, are handled at once but do not reset the backoff.
+// Degraded=True condition, see failure.go) and retried with backoff. The
+// queue is a client-go workqueue with DefaultControllerRateLimiter: the n-th
+// retry of one Memcached waits 5ms*2^(n-1), that is 5ms, 10ms, 20ms ... 41s,
+// 82s, about 164s for all 15, under an overall limit of 10 retries/s
+// (bursts of 100); after the 15th the Memcached is dropped until its next
+// change or the next resync. A Memcached that the API server keeps refusing,
+// for a quota, RBAC, an admission policy or an invalid object alike, thus
+// costs at most 16 attempts per resync period, most of them in its first
+// seconds, plus one per change to it: changes, including the status write
+// that reports the failure, are handled at once but do not reset the backoff.
 type Handler struct {
-	client   Client
-	recorder record.EventRecorder
-	image    string
-	now      func() metav1.Time
-	queue    workqueue.RateLimitingInterface
+	client     Client
+	recorder   record.EventRecorder
+	image      string
+	now        func() metav1.Time
+	queue      workqueue.RateLimitingInterface
+	memcacheds *memcachedStore
+	api        *apiMonitor
+	// batch delays the reconciles that children's changes ask for.
+	batch time.Duration
 	// observe, if set, is told the outcome of every reconcile.
 	observe ReconcileObserver
-	// mu serializes reconciles, so the SDK's worker and the queue's never
-	// write the same Memcached's children at once.
-	mu sync.Mutex
 }
 
 // ReconcileObserver is told how each reconcile ended: how long it took and
 // its error, nil on success (see IsStale for errors that are no failure).
 // It lets the operator count reconciles for its metrics while the handler
-// knows nothing of who listens. It is called with the handler's lock held,
-// so it must be quick and must not call the handler.
+// knows nothing of who listens. Run's workers call it concurrently, so it
+// must be safe for that, quick, and must not call the handler.
 type ReconcileObserver func(took time.Duration, err error)
 
-// ObserveReconciles makes h call observe after every reconcile, from both
-// the SDK's events and its own queue. Call it before h handles any event.
+// ObserveReconciles makes h call observe after every reconcile. Call it
+// before h handles any event.
 func (h *Handler) ObserveReconciles(observe ReconcileObserver) {
 	h.observe = observe
 }
@@ -84,48 +88,72 @@ func IsStale(err error) bool {
 // Events with recorder and runs image in new memcached Deployments.
 func NewHandler(client Client, recorder record.EventRecorder, image string) *Handler {
 	return &Handler{
-		client:   client,
-		recorder: recorder,
-		image:    image,
-		now:      metav1.Now,
-		queue:    workqueue.NewNamedRateLimitingQueue(workqueue.DefaultControllerRateLimiter(), "memcached-children"),
+		client:     client,
+		recorder:   recorder,
+		image:      image,
+		now:        metav1.Now,
+		queue:      workqueue.NewNamedRateLimitingQueue(workqueue.DefaultControllerRateLimiter(), queueName),
+		memcacheds: newMemcachedStore(),
+		api:        &apiMonitor{served: client.MemcachedAPIServed, interval: apiCheckInterval, grace: apiCheckGrace},
 	}
 }
 
-// Handle reconciles the Memcached of an SDK event.
+// Handle takes an SDK event: it keeps the event's Memcached as the latest
+// known and queues it for Run's workers. It never fails, so the SDK's own
+// retries never run; the handler's queue retries instead.
 func (h *Handler) Handle(ctx context.Context, event sdk.Event) error {
 	switch o := event.Object.(type) {
 	case *v1alpha1.Memcached:
+		k := o.Namespace + "/" + o.Name
 		if event.Deleted {
 			// The Deployment has a controller owner reference to the
 			// Memcached, so the garbage collector removes it and its pods.
+			h.memcacheds.delete(k)
+			h.api.memcachedDeleted(ctx)
 			return nil
 		}
-		err := h.reconcile(o)
-		if errors.Is(err, errStale) {
-			// A newer version exists; retry through the queue, which
-			// backs off quietly instead of logging an error.
-			h.EnqueueMemcached(o.Namespace, o.Name)
-			return nil
-		}
-		return err
+		h.memcacheds.store(k, o)
+		h.queue.Add(k)
 	}
 	return nil
 }
 
-// EnqueueMemcached asks Run's worker to reconcile the Memcached
-// namespace/name. Repeated requests for one Memcached collapse into one.
+// EnqueueMemcached asks Run's workers to reconcile the Memcached
+// namespace/name after the batch period (see BatchChildUpdates); the
+// requests for one Memcached within it collapse into one reconcile.
 func (h *Handler) EnqueueMemcached(namespace, name string) {
-	h.queue.Add(namespace + "/" + name)
+	h.enqueueBatched(namespace + "/" + name)
 }
 
-// Run reconciles what EnqueueMemcached asks for until ctx is done.
-func (h *Handler) Run(ctx context.Context) {
+// BatchChildUpdates sets how long a reconcile that a child's change asks for
+// waits, so that the changes of a Memcached's pods within that period, which
+// come in bursts as pods are created, scheduled, started and become Ready,
+// cost one reconcile and one status write instead of one each, as the
+// Endpoints and EndpointSlice controllers batch pod updates. The price is
+// that much delay in status.nodes. Call it before h handles any event.
+func (h *Handler) BatchChildUpdates(period time.Duration) {
+	h.batch = period
+}
+
+// enqueueBatched queues key after the batch period.
+func (h *Handler) enqueueBatched(key string) {
+	if h.batch <= 0 {
+		h.queue.Add(key)
+		return
+	}
+	h.queue.AddAfter(key, h.batch)
+}
+
+// Run reconciles what Handle and EnqueueMemcached queue, with workers
+// goroutines, until ctx is done.
+func (h *Handler) Run(ctx context.Context, workers int) {
 	defer h.queue.ShutDown()
-	go wait.Until(func() {
-		for h.processNextItem() {
-		}
-	}, time.Second, ctx.Done())
+	for range workers {
+		go wait.Until(func() {
+			for h.processNextItem() {
+			}
+		}, time.Second, ctx.Done())
+	}
 	<-ctx.Done()
 }
 
@@ -138,36 +166,82 @@ func (h *Handler) processNextItem() bool {
 	}
 	defer h.queue.Done(item)
 	key := item.(string)
-	err := h.reconcileKey(key)
-	switch {
-	case err == nil:
-		h.queue.Forget(item)
-	case h.queue.NumRequeues(item) >= maxChildRetries:
-		logrus.Warnf("dropping memcached %s out of the queue: %v", key, err)
-		h.queue.Forget(item)
-	case errors.Is(err, errStale):
-		logrus.Debugf("retrying memcached %s: %v", key, err)
-		h.queue.AddRateLimited(item)
-	default:
-		logrus.Errorf("error syncing memcached %s: %v", key, err)
-		h.queue.AddRateLimited(item)
-	}
+	h.handleResult(key, h.reconcileKey(key))
 	return true
 }
 
-// reconcileKey reconciles the Memcached with the namespace/name key.
-func (h *Handler) reconcileKey(key string) error {
-	namespace, name, err := cache.SplitMetaNamespaceKey(key)
-	if err != nil {
-		return err
+// handleResult forgets key's failures after a success and requeues it with
+// backoff after a failure, until maxRetries.
+func (h *Handler) handleResult(key string, err error) {
+	switch {
+	case err == nil:
+		h.queue.Forget(key)
+	case h.queue.NumRequeues(key) >= maxRetries:
+		logrus.Warnf("dropping memcached %s out of the queue: %v", key, err)
+		h.queue.Forget(key)
+	case errors.Is(err, errStale):
+		logrus.Debugf("retrying memcached %s: %v", key, err)
+		h.queue.AddRateLimited(key)
+	default:
+		logrus.Errorf("error syncing memcached %s: %v", key, err)
+		h.queue.AddRateLimited(key)
 	}
-	m, err := h.client.GetMemcached(namespace, name)
-	if apierrors.IsNotFound(err) {
+}
+
+// reconcileKey reconciles the Memcached with the namespace/name key, as the
+// SDK last delivered it.
+func (h *Handler) reconcileKey(key string) error {
+	m, ok := h.memcacheds.get(key)
+	if !ok {
 		// No Memcached of that name: nothing here is ours to manage.
 		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("failed to get memcached %s: %v", key, err)
-	}
 	return h.reconcile(m)
+}
+
+// memcachedStore holds the latest version of every Memcached that the SDK
+// delivered, by namespace/name. It is the handler's only view of Memcached
+// resources: the SDK's informer is the one watch on them.
+type memcachedStore struct {
+	mu    sync.RWMutex
+	items map[string]*v1alpha1.Memcached
+}
+
+func newMemcachedStore() *memcachedStore {
+	return &memcachedStore{items: map[string]*v1alpha1.Memcached{}}
+}
+
+// store keeps m, which the SDK made for this event alone, as key's latest.
+func (s *memcachedStore) store(key string, m *v1alpha1.Memcached) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.items[key] = m
+}
+
+// update replaces key's Memcached with m, a newer version of the same
+// object, unless the SDK has delivered its deletion meanwhile.
+func (s *memcachedStore) update(key string, m *v1alpha1.Memcached) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.items[key]; ok && old.UID == m.UID {
+		s.items[key] = m
+	}
+}
+
+// delete forgets key.
+func (s *memcachedStore) delete(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.items, key)
+}
+
+// get returns a copy of key's latest Memcached that the caller may modify.
+func (s *memcachedStore) get(key string) (*v1alpha1.Memcached, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	m, ok := s.items[key]
+	if !ok {
+		return nil, false
+	}
+	return m.DeepCopy(), true
 }

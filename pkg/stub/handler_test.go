@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 )
@@ -35,15 +36,38 @@ type fixture struct {
 	handler  *Handler
 }
 
+// newFixture returns a fixture whose client holds objects and whose handler
+// has been delivered the Memcached resources among them, as the SDK would.
 func newFixture(t *testing.T, objects ...runtime.Object) *fixture {
 	f := &fixture{t: t, client: newFakeClient(objects...), recorder: record.NewFakeRecorder(10)}
 	f.handler = NewHandler(f.client, f.recorder, testImage)
 	f.handler.now = func() metav1.Time { return testNow }
+	for k, m := range f.client.memcacheds {
+		f.handler.memcacheds.store(k, m.DeepCopy())
+	}
 	return f
 }
 
+// handle delivers an SDK event to the handler and, when it queued a
+// reconcile, runs it as a worker would and returns its error.
 func (f *fixture) handle(obj sdk.Object, deleted bool) error {
-	return f.handler.Handle(context.Background(), sdk.Event{Object: obj, Deleted: deleted})
+	if err := f.handler.Handle(context.Background(), sdk.Event{Object: obj, Deleted: deleted}); err != nil {
+		f.t.Fatalf("Handle: got %v, want nil: the handler's queue retries, not the SDK", err)
+	}
+	return f.reconcileNext()
+}
+
+// reconcileNext runs the next queued reconcile, if any, as a worker would,
+// and returns its error.
+func (f *fixture) reconcileNext() error {
+	if f.handler.queue.Len() == 0 {
+		return nil
+	}
+	item, _ := f.handler.queue.Get()
+	defer f.handler.queue.Done(item)
+	err := f.handler.reconcileKey(item.(string))
+	f.handler.handleResult(item.(string), err)
+	return err
 }
 
 // events drains the Events the handler recorded.
@@ -96,13 +120,10 @@ func condition(status v1alpha1.MemcachedStatus, typ v1alpha1.MemcachedConditionT
 }
 
 // createActions are the calls of a reconcile that creates example's
-// Deployment and writes its first status.
+// Deployment; the status waits for the next reconcile, which it queues.
 var createActions = []string{
 	"get deployment test/example",
 	"create deployment test/example",
-	"get deployment test/example",
-	"list pods test app=memcached,memcached_cr=example",
-	"update memcached/status test/example",
 }
 
 func TestCreatesDeployment(t *testing.T) {
@@ -114,6 +135,15 @@ func TestCreatesDeployment(t *testing.T) {
 	}
 
 	checkActions(t, f.client.actions, createActions)
+	f.client.actions = nil
+	if err := f.reconcileNext(); err != nil {
+		t.Fatalf("the reconcile after the create: %v", err)
+	}
+	checkActions(t, f.client.actions, []string{
+		"get deployment test/example",
+		"list pods test app=memcached,memcached_cr=example",
+		"update memcached/status test/example",
+	})
 	if len(f.client.created) != 1 {
 		t.Fatalf("created %d deployments, want 1", len(f.client.created))
 	}
@@ -348,23 +378,19 @@ func TestChildChangesReconcileTheirMemcached(t *testing.T) {
 		name    string
 		objects []runtime.Object
 		want    []string
+		// requeued is whether the reconcile queues another one.
+		requeued bool
 	}{
 		{
-			name:    "deleted deployment is recreated",
-			objects: []runtime.Object{m, podA, podB},
-			want: []string{
-				"get memcached test/example",
-				"get deployment test/example",
-				"create deployment test/example",
-				"get deployment test/example",
-				"list pods test app=memcached,memcached_cr=example",
-			},
+			name:     "deleted deployment is recreated",
+			objects:  []runtime.Object{m, podA, podB},
+			want:     createActions,
+			requeued: true,
 		},
 		{
 			name:    "edited replicas are restored",
 			objects: []runtime.Object{m, ownedDeployment(m, 5), podA, podB},
 			want: []string{
-				"get memcached test/example",
 				"get deployment test/example",
 				"scale deployment test/example 2",
 				"list pods test app=memcached,memcached_cr=example",
@@ -374,7 +400,6 @@ func TestChildChangesReconcileTheirMemcached(t *testing.T) {
 			name:    "deleted pod updates status",
 			objects: []runtime.Object{m, ownedDeployment(m, 2), podA},
 			want: []string{
-				"get memcached test/example",
 				"get deployment test/example",
 				"list pods test app=memcached,memcached_cr=example",
 				"update memcached/status test/example",
@@ -383,7 +408,7 @@ func TestChildChangesReconcileTheirMemcached(t *testing.T) {
 		{
 			name:    "children of a deleted memcached are left to the garbage collector",
 			objects: []runtime.Object{ownedDeployment(m, 2), podA},
-			want:    []string{"get memcached test/example"},
+			want:    nil,
 		},
 	}
 	for _, tt := range tests {
@@ -397,8 +422,12 @@ func TestChildChangesReconcileTheirMemcached(t *testing.T) {
 			}
 
 			checkActions(t, f.client.actions, tt.want)
-			if n := f.handler.queue.Len(); n != 0 {
-				t.Errorf("queue holds %d items after a success, want 0: repeated requests must collapse", n)
+			want := 0
+			if tt.requeued {
+				want = 1
+			}
+			if n := f.handler.queue.Len(); n != want {
+				t.Errorf("queue holds %d items after a success, want %d: repeated requests must collapse", n, want)
 			}
 		})
 	}
@@ -423,17 +452,14 @@ func TestStaleStatusWriteIsRetriedThroughTheQueue(t *testing.T) {
 	f.client.failOn["update memcached/status"] = apierrors.NewConflict(
 		schema.GroupResource{Group: v1alpha1.GroupName, Resource: v1alpha1.Resource}, "example", errors.New("modified"))
 
-	if err := f.handle(m, false); err != nil {
-		t.Fatalf("Handle: got %v, want nil: a conflict is retried, not reported", err)
+	if err := f.handle(m, false); !IsStale(err) {
+		t.Fatalf("reconcile: got %v, want a stale write", err)
 	}
-	if n := f.handler.queue.Len(); n != 1 {
-		t.Fatalf("queue: got %d items, want the memcached requeued", n)
-	}
-
-	f.handler.processNextItem()
-
 	if got := f.handler.queue.NumRequeues("test/example"); got != 1 {
-		t.Errorf("requeues after a second conflict: got %d, want 1", got)
+		t.Errorf("requeues: got %d, want the memcached requeued with backoff", got)
+	}
+	if evs := f.events(); len(evs) != 0 {
+		t.Errorf("events: got %q, want none: a conflict is no failure", evs)
 	}
 }
 
@@ -497,7 +523,13 @@ func TestToleratesConcurrentCreate(t *testing.T) {
 		t.Fatalf("Handle: %v", err)
 	}
 
-	checkActions(t, f.client.actions, createActions)
+	checkActions(t, f.client.actions, []string{
+		"get deployment test/example",
+		"create deployment test/example",
+		"read deployment test/example",
+		"list pods test app=memcached,memcached_cr=example",
+		"update memcached/status test/example",
+	})
 	if got := f.events(); len(got) != 0 {
 		t.Errorf("events: got %q, want none: this reconcile created nothing", got)
 	}
@@ -509,7 +541,7 @@ type racingClient struct {
 	beforeCreate func()
 }
 
-func (r *racingClient) CreateDeployment(manifest *unstructured.Unstructured) error {
+func (r *racingClient) CreateDeployment(manifest *unstructured.Unstructured) (*appsv1.Deployment, error) {
 	r.beforeCreate()
 	return r.fakeClient.CreateDeployment(manifest)
 }
@@ -530,8 +562,11 @@ func TestReturnsWrappedErrors(t *testing.T) {
 		t.Run(tt.failOn, func(t *testing.T) {
 			m := newMemcached("example", 3)
 			objects := []runtime.Object{m}
-			if tt.failOn == "scale deployment" {
+			switch tt.failOn {
+			case "scale deployment":
 				objects = append(objects, ownedDeployment(m, 1))
+			case "list pods", "update memcached/status":
+				objects = append(objects, ownedDeployment(m, 3))
 			}
 			f := newFixture(t, objects...)
 			f.client.failOn[tt.failOn] = boom
@@ -546,3 +581,80 @@ func TestReturnsWrappedErrors(t *testing.T) {
 }
 
 func boolPtr(b bool) *bool { return &b }
+
+func TestStatusWriteUpdatesTheStoredMemcached(t *testing.T) {
+	m := newMemcached("example", 1)
+	m.ResourceVersion = "1"
+	f := newFixture(t, m, ownedDeployment(m, 1), newPod(m, "example-a", corev1.PodRunning, true))
+
+	if err := f.handle(m, false); err != nil {
+		t.Fatal(err)
+	}
+
+	// The next reconcile, before the SDK delivers the write, starts from it.
+	got, ok := f.handler.memcacheds.get("test/example")
+	if !ok || got.ResourceVersion == "1" || !reflect.DeepEqual(got.Status, f.client.statuses[0]) {
+		t.Errorf("stored memcached: got %+v, want the version the status write returned", got)
+	}
+}
+
+func TestMemcachedStoreUpdateNeverResurrects(t *testing.T) {
+	s := newMemcachedStore()
+	m := newMemcached("example", 1)
+	recreated := newMemcached("example", 1)
+	recreated.UID = "uid-recreated"
+
+	s.update("test/example", m)
+	if _, ok := s.get("test/example"); ok {
+		t.Errorf("update stored a memcached the SDK never delivered or already deleted")
+	}
+	s.store("test/example", recreated)
+	s.update("test/example", m)
+	if got, _ := s.get("test/example"); got.UID != recreated.UID {
+		t.Errorf("update replaced memcached %s with an older object of uid %s", recreated.UID, got.UID)
+	}
+}
+
+func TestChildUpdatesAreBatched(t *testing.T) {
+	m := newMemcached("example", 2)
+	f := newFixture(t, m, ownedDeployment(m, 2))
+	f.handler.BatchChildUpdates(50 * time.Millisecond)
+
+	for range 5 {
+		f.handler.EnqueueMemcached("test", "example")
+	}
+
+	if n := f.handler.queue.Len(); n != 0 {
+		t.Fatalf("queue holds %d items at once, want none before the batch period", n)
+	}
+	err := wait.PollImmediate(5*time.Millisecond, 5*time.Second, func() (bool, error) {
+		return f.handler.queue.Len() > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("the batched reconcile never came: %v", err)
+	}
+	if n := f.handler.queue.Len(); n != 1 {
+		t.Errorf("queue holds %d items after the batch period, want the 5 requests as 1", n)
+	}
+}
+
+func TestIndexByMemcached(t *testing.T) {
+	m := newMemcached("example", 1)
+	tests := []struct {
+		name string
+		obj  interface{}
+		want []string
+	}{
+		{name: "pod of a memcached", obj: newPod(m, "example-a", corev1.PodRunning, true), want: []string{"test/example"}},
+		{name: "pod without the label", obj: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "stray", Namespace: "test"}}},
+		{name: "not an object", obj: "garbage"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := indexByMemcached(tt.obj)
+			if err != nil || !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got %v, %v; want %v", got, err, tt.want)
+			}
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -17,19 +18,20 @@ type outcome struct {
 
 func TestTellsObserverEveryReconcile(t *testing.T) {
 	conflict := apierrors.NewConflict(schema.GroupResource{Group: v1alpha1.GroupName, Resource: v1alpha1.Resource}, "example", errors.New("modified"))
+	m := newMemcached("example", 1)
 	tests := []struct {
-		name   string
-		failOn map[string]error
-		want   outcome
+		name    string
+		objects []runtime.Object
+		failOn  map[string]error
+		want    outcome
 	}{
-		{name: "success", want: outcome{ok: true}},
-		{name: "failed step", failOn: map[string]error{"create deployment": quotaExceeded}, want: outcome{}},
-		{name: "lost a race", failOn: map[string]error{"update memcached/status": conflict}, want: outcome{stale: true}},
+		{name: "success", objects: []runtime.Object{m, ownedDeployment(m, 1)}, want: outcome{ok: true}},
+		{name: "failed step", objects: []runtime.Object{m}, failOn: map[string]error{"create deployment": quotaExceeded}, want: outcome{}},
+		{name: "lost a race", objects: []runtime.Object{m, ownedDeployment(m, 1)}, failOn: map[string]error{"update memcached/status": conflict}, want: outcome{stale: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newMemcached("example", 1)
-			f := newFixture(t, m)
+			f := newFixture(t, tt.objects...)
 			for k, v := range tt.failOn {
 				f.client.failOn[k] = v
 			}
@@ -41,8 +43,8 @@ func TestTellsObserverEveryReconcile(t *testing.T) {
 				got = append(got, outcome{ok: err == nil, stale: IsStale(err)})
 			})
 
-			_ = f.handle(m, false)                     // the SDK's path
-			_ = f.handler.reconcileKey("test/example") // the queue's path
+			_ = f.handle(m, false)                     // an SDK event
+			_ = f.handler.reconcileKey("test/example") // a child's change
 
 			if len(got) != 2 || got[0] != tt.want || got[1] != tt.want {
 				t.Errorf("observed %+v, want %+v twice", got, tt.want)

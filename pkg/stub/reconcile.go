@@ -32,32 +32,44 @@ var errStale = errors.New("the memcached changed since it was read")
 // an error or a restart, is always safe. A step that fails is reported on m
 // (see updateStatus) and returned, and the caller retries with backoff.
 func (h *Handler) reconcile(m *v1alpha1.Memcached) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	start := time.Now()
-	err := h.reconcileLocked(m)
+	err := h.reconcileSteps(m)
 	if h.observe != nil {
 		h.observe(time.Since(start), err)
 	}
 	return err
 }
 
-// reconcileLocked is reconcile, with h.mu held.
-func (h *Handler) reconcileLocked(m *v1alpha1.Memcached) error {
+// reconcileSteps runs the steps of reconcile.
+func (h *Handler) reconcileSteps(m *v1alpha1.Memcached) error {
 	if m.DeletionTimestamp != nil {
 		// The garbage collector is removing m's children; recreating them would fight it.
 		return nil
 	}
-	return h.updateStatus(m, h.ensureChildren(m))
+	created, f := h.ensureChildren(m)
+	if created {
+		// The new pods take a moment to appear. Their own changes bring the
+		// reconcile that reports them, batched; this one only makes sure a
+		// reconcile comes even if none of them does.
+		h.enqueueBatched(m.Namespace + "/" + m.Name)
+		return nil
+	}
+	return h.updateStatus(m, f)
 }
 
 // ensureChildren makes sure that m's Deployment exists, is m's own and runs
-// spec.size replicas. It returns the step that failed, or nil.
-func (h *Handler) ensureChildren(m *v1alpha1.Memcached) *failure {
-	d, f := h.ensureDeployment(m)
-	if f != nil {
-		return f
+// spec.size replicas. It reports whether it created the Deployment, and
+// returns the step that failed, or nil.
+func (h *Handler) ensureChildren(m *v1alpha1.Memcached) (created bool, f *failure) {
+	d, created, f := h.ensureDeployment(m)
+	if f != nil || created {
+		return created, f
 	}
+	return false, h.ensureOwnedAndSized(m, d)
+}
+
+// ensureOwnedAndSized checks that d is m's own and runs spec.size replicas.
+func (h *Handler) ensureOwnedAndSized(m *v1alpha1.Memcached, d *appsv1.Deployment) *failure {
 	if !metav1.IsControlledBy(d, m) {
 		// Someone else's: leave it alone, and retry in case its owner
 		// removes it.
@@ -67,39 +79,34 @@ func (h *Handler) ensureChildren(m *v1alpha1.Memcached) *failure {
 }
 
 // ensureDeployment returns the Deployment named after m, creating it first
-// when there is none.
-func (h *Handler) ensureDeployment(m *v1alpha1.Memcached) (*appsv1.Deployment, *failure) {
+// when the operator's cache has none, and reports whether it created it.
+// Only a create that finds the name taken costs a read from the API server:
+// the Deployment there may be one the cache leaves out, such as someone
+// else's without the app=memcached label.
+func (h *Handler) ensureDeployment(m *v1alpha1.Memcached) (d *appsv1.Deployment, created bool, f *failure) {
 	d, err := h.client.GetDeployment(m.Namespace, m.Name)
 	if err == nil {
-		return d, nil
+		return d, false, nil
 	}
 	if !apierrors.IsNotFound(err) {
-		return nil, newFailure(ReasonDeploymentReadFailed, "failed to get deployment %s/%s: %v", m.Namespace, m.Name, err)
+		return nil, false, newFailure(ReasonDeploymentReadFailed, "failed to get deployment %s/%s: %v", m.Namespace, m.Name, err)
 	}
 	manifest, err := deploymentManifest(newDeploymentForMemcached(m, h.image))
 	if err != nil {
-		return nil, newFailure(ReasonDeploymentCreateFailed, "%v", err)
+		return nil, false, newFailure(ReasonDeploymentCreateFailed, "%v", err)
 	}
-	err = h.client.CreateDeployment(manifest)
+	d, err = h.client.CreateDeployment(manifest)
 	if apierrors.IsAlreadyExists(err) {
-		// Created since the read above, by a concurrent reconcile or by
-		// someone else: read it back and decide on what is really there.
-		return h.getDeployment(m)
+		if d, err = h.client.ReadDeployment(m.Namespace, m.Name); err != nil {
+			return nil, false, newFailure(ReasonDeploymentReadFailed, "failed to get deployment %s/%s: %v", m.Namespace, m.Name, err)
+		}
+		return d, false, nil
 	}
 	if err != nil {
-		return nil, newFailure(ReasonDeploymentCreateFailed, "failed to create deployment %s/%s: %v", m.Namespace, m.Name, err)
+		return nil, false, newFailure(ReasonDeploymentCreateFailed, "failed to create deployment %s/%s: %v", m.Namespace, m.Name, err)
 	}
 	h.recorder.Eventf(m, corev1.EventTypeNormal, ReasonDeploymentCreated, "Created deployment %s with %d replicas", m.Name, m.Spec.Size)
-	return h.getDeployment(m)
-}
-
-// getDeployment reads the Deployment named after m.
-func (h *Handler) getDeployment(m *v1alpha1.Memcached) (*appsv1.Deployment, *failure) {
-	d, err := h.client.GetDeployment(m.Namespace, m.Name)
-	if err != nil {
-		return nil, newFailure(ReasonDeploymentReadFailed, "failed to get deployment %s/%s: %v", m.Namespace, m.Name, err)
-	}
-	return d, nil
+	return d, true, nil
 }
 
 // ensureSize sets the Deployment's replicas to spec.size when they differ.
@@ -157,7 +164,7 @@ func (h *Handler) desiredStatus(m *v1alpha1.Memcached, f *failure) (v1alpha1.Mem
 		// None of the pods with m's labels are m's.
 		return notOwnedStatus(m, f.Error(), now), f
 	}
-	pods, err := h.client.ListPods(m.Namespace, selectorForMemcached(m.Name))
+	pods, err := h.client.ListPods(m.Namespace, m.Name)
 	if err != nil {
 		if f == nil {
 			f = newFailure(ReasonPodListFailed, "failed to list pods of memcached %s/%s: %v", m.Namespace, m.Name, err)
@@ -188,7 +195,13 @@ func (h *Handler) writeStatus(m *v1alpha1.Memcached, status v1alpha1.MemcachedSt
 	}
 	updated := m.DeepCopy()
 	updated.Status = status
-	err := h.client.UpdateMemcachedStatus(updated)
+	stored, err := h.client.UpdateMemcachedStatus(updated)
+	if err == nil {
+		// The next reconcile starts from this version, not from the one the
+		// SDK delivered before: a write based on that would conflict.
+		h.memcacheds.update(m.Namespace+"/"+m.Name, stored)
+		return nil
+	}
 	if apierrors.IsNotFound(err) {
 		// Deleted since it was read, as when many are deleted at once: no
 		// status is left to write, and the garbage collector removes
@@ -198,8 +211,5 @@ func (h *Handler) writeStatus(m *v1alpha1.Memcached, status v1alpha1.MemcachedSt
 	if apierrors.IsConflict(err) {
 		return fmt.Errorf("failed to update status of memcached %s/%s: %w", m.Namespace, m.Name, errStale)
 	}
-	if err != nil {
-		return fmt.Errorf("failed to update status of memcached %s/%s: %v", m.Namespace, m.Name, err)
-	}
-	return nil
+	return fmt.Errorf("failed to update status of memcached %s/%s: %v", m.Namespace, m.Name, err)
 }

@@ -63,7 +63,7 @@ func newNamespace(t testing.TB, prefix string) *namespace {
 	}
 	t.Cleanup(func() {
 		// Deleting the namespace deletes everything in it; the cluster goes at the end.
-		if _, err := cluster.Kubectl().Run(context.Background(), "delete", "namespace", name, "--wait=false"); err != nil {
+		if _, err := cluster.Kubectl().Run(context.Background(), "delete", "namespace", name, "--wait=false", "--ignore-not-found"); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
 	})

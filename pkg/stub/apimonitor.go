@@ -1,0 +1,100 @@
+package stub
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/sirupsen/logrus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+const (
+	// apiCheckInterval is how often the apiMonitor asks discovery whether the
+	// Memcached API is served while it checks.
+	apiCheckInterval = 2 * time.Second
+	// apiCheckGrace is how long after the last Memcached deletion the
+	// apiMonitor keeps checking. Deleting the CustomResourceDefinition
+	// deletes every Memcached first; the API goes a moment after the last.
+	apiCheckGrace = 10 * time.Second
+)
+
+// apiMonitor says in the log when the Memcached API stops being served,
+// typically because its CustomResourceDefinition was deleted, and when it is
+// served again. Without it the only trace is client-go's reflector in the
+// SDK, which logs "Failed to list *unstructured.Unstructured: the server
+// could not find the requested resource" every second, naming neither.
+//
+// It costs no request while nothing is deleted: Memcached deletions start
+// it, and it asks discovery every apiCheckInterval until apiCheckGrace after
+// the last one, or, once the API is gone, until it is back.
+type apiMonitor struct {
+	served   func() error
+	interval time.Duration
+	grace    time.Duration
+
+	mu          sync.Mutex
+	running     bool
+	lastDeleted time.Time
+}
+
+// memcachedDeleted tells m that a Memcached was deleted.
+func (m *apiMonitor) memcachedDeleted(ctx context.Context) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.lastDeleted = time.Now()
+	if m.running {
+		return
+	}
+	m.running = true
+	go m.check(ctx)
+}
+
+// check asks discovery until the grace period after the last deletion ends
+// with the API served, or until ctx is done.
+func (m *apiMonitor) check(ctx context.Context) {
+	ticker := time.NewTicker(m.interval)
+	defer ticker.Stop()
+	gone := false
+	for {
+		select {
+		case <-ctx.Done():
+			m.stop()
+			return
+		case <-ticker.C:
+		}
+		err := m.served()
+		switch {
+		case apierrors.IsNotFound(err) && !gone:
+			gone = true
+			crd := v1alpha1.SchemeGroupVersionResource.GroupResource()
+			logrus.Errorf("the Memcached API %s is not served (is the CustomResourceDefinition %s deleted?): no Memcached can be read or reconciled until it is back",
+				v1alpha1.APIVersion(), crd.String())
+		case err == nil && gone:
+			gone = false
+			logrus.Infof("the Memcached API %s is served again", v1alpha1.APIVersion())
+		}
+		if !gone && m.quiet() {
+			return
+		}
+	}
+}
+
+// quiet reports whether the grace period after the last deletion is over,
+// and if so marks m stopped, under the same lock as memcachedDeleted.
+func (m *apiMonitor) quiet() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if time.Since(m.lastDeleted) < m.grace {
+		return false
+	}
+	m.running = false
+	return true
+}
+
+func (m *apiMonitor) stop() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.running = false
+}

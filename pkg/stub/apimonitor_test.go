@@ -1,0 +1,90 @@
+package stub
+
+import (
+	"context"
+	"io"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	logrustest "github.com/sirupsen/logrus/hooks/test"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// scriptedDiscovery answers MemcachedAPIServed from a script, then nil.
+type scriptedDiscovery struct {
+	mu     sync.Mutex
+	script []error
+	calls  int
+}
+
+func (s *scriptedDiscovery) served() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	if len(s.script) == 0 {
+		return nil
+	}
+	err := s.script[0]
+	s.script = s.script[1:]
+	return err
+}
+
+func TestAPIMonitorLogsWhenTheMemcachedAPIGoesAndComesBack(t *testing.T) {
+	logger := logrus.StandardLogger()
+	hook := logrustest.NewLocal(logger)
+	out := logger.Out
+	logger.SetOutput(io.Discard)
+	defer func() {
+		logger.ReplaceHooks(make(logrus.LevelHooks))
+		logger.SetOutput(out)
+	}()
+	notFound := apierrors.NewNotFound(schema.GroupResource{}, "")
+	unavailable := apierrors.NewServiceUnavailable("etcd is away")
+	discovery := &scriptedDiscovery{script: []error{nil, notFound, notFound, unavailable, notFound, nil, nil}}
+	m := &apiMonitor{served: discovery.served, interval: time.Millisecond, grace: 20 * time.Millisecond}
+
+	// A CRD deletion deletes every Memcached: one check covers them all.
+	for range 3 {
+		m.memcachedDeleted(context.Background())
+	}
+	err := wait.PollImmediate(time.Millisecond, 5*time.Second, func() (bool, error) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return !m.running, nil
+	})
+	if err != nil {
+		t.Fatalf("the monitor still checks 5s after the API came back")
+	}
+
+	var got []logrus.Level
+	for _, e := range hook.AllEntries() {
+		got = append(got, e.Level)
+	}
+	want := []logrus.Level{logrus.ErrorLevel, logrus.InfoLevel}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("log levels: got %v, want %v (once when the API goes, once when it is back)", got, want)
+	}
+	if discovery.calls < 7 {
+		t.Errorf("discovery asked %d times, want the whole script of 7 answers", discovery.calls)
+	}
+}
+
+func TestAPIMonitorAsksNothingWithoutDeletions(t *testing.T) {
+	m := newMemcached("example", 1)
+	f := newFixture(t, m)
+
+	if err := f.handle(m, false); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, a := range f.client.actions {
+		if a == "discover memcached api" {
+			t.Errorf("actions %q ask discovery for a change, want only for deletions", f.client.actions)
+		}
+	}
+}

@@ -1,0 +1,464 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/example-inc/memcached-operator/test/framework"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+)
+
+// The benchmark's settings, from the environment that `make bench` sets.
+const (
+	// benchNodes is the number of KWOK nodes during the benchmark, enough for
+	// 1,000 resources of 2 pods at the kubelet's default of 110 pods a node.
+	benchNodes = 24
+	// benchIdle is how long the benchmark watches the operator's requests
+	// once every resource has converged.
+	benchIdle = 60 * time.Second
+	// benchTimeout bounds each phase's wait for convergence.
+	benchTimeout = 15 * time.Minute
+)
+
+// The targets of issue 9, printed next to the figures.
+const (
+	targetRatio           = 1.25
+	targetCPUSeconds      = 5.0
+	targetPeakRSSBytes    = 64 << 20
+	targetRequestsPerItem = 3.0
+	targetIdleRequests    = 0
+	targetLatencySeconds  = 1.0
+)
+
+// podsGVR is the resource of the pods the status latency watches.
+var podsGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+
+// benchResult is what BenchmarkOperatorAgainstFloor writes to
+// tmp/_output/bench/result.json.
+type benchResult struct {
+	N    int `json:"n"`
+	Size int `json:"size"`
+	// FloorSeconds is how long N plain Deployments of Size replicas took
+	// from the start of their `kubectl apply` until every one had Size
+	// ready replicas; OperatorSeconds the same for N Memcached resources
+	// until every one listed Size pods in status.nodes, all Ready.
+	FloorSeconds    float64 `json:"floor_seconds"`
+	OperatorSeconds float64 `json:"operator_seconds"`
+	// Ratio is OperatorSeconds / FloorSeconds.
+	Ratio float64 `json:"ratio"`
+	// CPUSeconds is the operator's user and system CPU time during the
+	// burst; PeakRSSBytes its peak resident set (VmHWM) at the end of it.
+	CPUSeconds   float64 `json:"cpu_seconds"`
+	PeakRSSBytes int64   `json:"peak_rss_bytes"`
+	// RequestsPerResource counts the operator's requests during the burst,
+	// watches and discovery aside, divided by N; RequestsByVerb breaks them
+	// down by verb and resource, also per resource.
+	RequestsPerResource float64            `json:"requests_per_resource"`
+	RequestsByVerb      map[string]float64 `json:"requests_by_verb"`
+	// IdleRequests counts the operator's requests in the benchIdle seconds
+	// after convergence, discovery aside; IdleDiscoveryRequests counts the
+	// discovery requests in that window (see README, Performance).
+	IdleSeconds           float64 `json:"idle_seconds"`
+	IdleRequests          int     `json:"idle_requests"`
+	IdleDiscoveryRequests int     `json:"idle_discovery_requests"`
+	// LatencySeconds is, for one new resource on the idle operator, the time
+	// from the moment all its pods ran to its complete status.nodes.
+	LatencySeconds float64 `json:"latency_seconds"`
+	// Binary is the operator measured, when not the one `make build` writes.
+	Binary string `json:"binary,omitempty"`
+	// Profiles are the operator's pprof profiles of the run.
+	CPUProfile  string `json:"cpu_profile"`
+	HeapProfile string `json:"heap_profile"`
+}
+
+// BenchmarkOperatorAgainstFloor measures what users with many caches feel:
+// how long N Memcached resources of SIZE pods take to converge, against the
+// floor of N plain Deployments of SIZE replicas applied the same way on the
+// same cluster, and what the operator costs meanwhile (CPU, memory and API
+// requests, counted by a proxy in front of the API server), then at rest.
+// Run it with `make bench` (N=1000 SIZE=2 by default).
+func BenchmarkOperatorAgainstFloor(b *testing.B) {
+	if b.N > 1 {
+		b.Skip("one measured run per invocation: run with -benchtime 1x")
+	}
+	n, size := envInt(b, "BENCH_N", 1000), envInt(b, "BENCH_SIZE", 2)
+	ctx := context.Background()
+	out := filepath.Join(paths.Output(), "bench")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := cluster.ScaleNodes(ctx, benchNodes); err != nil {
+		b.Fatal(err)
+	}
+	dyn := dynamicClient(b)
+	r := benchResult{N: n, Size: size, RequestsByVerb: map[string]float64{}}
+
+	// The floor: N Deployments straight to the control plane.
+	floor := newNamespace(b, "floor")
+	floorTime := converge(b, dyn, deploymentsGVR, floor.name, n, deploymentReady(size), func() {
+		floor.apply(manifests(n, func(i int) string { return floorDeployment(i, size) }))
+	})
+	r.FloorSeconds = floorTime.Seconds()
+	b.Logf("floor: %d deployments of %d ready in %.1f s; deleting them", n, size, r.FloorSeconds)
+	// The operator's run gets the cluster as the floor's found it.
+	if _, err := cluster.Kubectl().Run(ctx, "delete", "namespace", floor.name, "--timeout=10m"); err != nil {
+		b.Fatal(err)
+	}
+
+	// The operator, from a namespace of its own, through a counting proxy.
+	ns := newNamespace(b, "bench")
+	// BENCH_BINARY measures another build of the operator, such as an
+	// earlier commit's, on the same terms.
+	ns.binary = os.Getenv("BENCH_BINARY")
+	proxy := ns.viaProxy()
+	r.CPUProfile, r.HeapProfile = filepath.Join(out, "cpu.pprof"), filepath.Join(out, "heap.pprof")
+	r.Binary = ns.binary
+	op := ns.startOperator("--log-level=info", "--cpuprofile="+r.CPUProfile, "--memprofile="+r.HeapProfile)
+	ns.eventually("the operator to watch its namespace", func(context.Context) error {
+		if !strings.Contains(op.Log(), "watching namespace") {
+			return fmt.Errorf("not yet watching")
+		}
+		return nil
+	})
+	cpu0, err := framework.ProcessCPU(op.Pid())
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	opTime := converge(b, dyn, memcachedsGVR, ns.name, n, memcachedReady(size), func() {
+		ns.apply(manifests(n, func(i int) string { return memcached(i, size) }))
+	})
+	end := start.Add(opTime)
+	cpu1, err := framework.ProcessCPU(op.Pid())
+	if err != nil {
+		b.Fatal(err)
+	}
+	if r.PeakRSSBytes, err = framework.ProcessPeakRSS(op.Pid()); err != nil {
+		b.Fatal(err)
+	}
+	r.OperatorSeconds = opTime.Seconds()
+	r.Ratio = r.OperatorSeconds / r.FloorSeconds
+	r.CPUSeconds = (cpu1 - cpu0).Seconds()
+	burst := countRequests(proxy.Requests(start, end))
+	for verb, count := range burst {
+		if verb == verbDiscovery || strings.HasPrefix(verb, "WATCH ") {
+			continue
+		}
+		r.RequestsByVerb[verb] = float64(count) / float64(n)
+		r.RequestsPerResource += float64(count) / float64(n)
+	}
+
+	// At rest: nothing changes, so nothing should be asked.
+	idleStart := time.Now()
+	time.Sleep(benchIdle) // a measurement window, not a wait for a state
+	idleEnd := time.Now()
+	r.IdleSeconds = idleEnd.Sub(idleStart).Seconds()
+	for verb, count := range countRequests(proxy.Requests(idleStart, idleEnd)) {
+		if verb == verbDiscovery {
+			r.IdleDiscoveryRequests += count
+		} else {
+			r.IdleRequests += count
+		}
+	}
+
+	r.LatencySeconds = statusLatency(b, dyn, ns, size).Seconds()
+	if err := op.Stop(30 * time.Second); err != nil {
+		b.Fatal(err)
+	}
+	report(b, r, filepath.Join(out, "result.json"))
+}
+
+// report prints one line per figure, next to its target, and writes r to file.
+func report(b *testing.B, r benchResult, file string) {
+	verdict := func(ok bool) string {
+		if ok {
+			return "meets"
+		}
+		return "MISSES"
+	}
+	verbs := make([]string, 0, len(r.RequestsByVerb))
+	for v := range r.RequestsByVerb {
+		verbs = append(verbs, v)
+	}
+	sort.Strings(verbs)
+	var byVerb []string
+	for _, v := range verbs {
+		byVerb = append(byVerb, fmt.Sprintf("%s %.2f", v, r.RequestsByVerb[v]))
+	}
+	lines := []string{
+		fmt.Sprintf("N=%d resources of size %d, %d fake nodes", r.N, r.Size, benchNodes),
+		fmt.Sprintf("ratio                 %.2f (operator %.1f s / floor %.1f s); target <= %.2f: %s", r.Ratio, r.OperatorSeconds, r.FloorSeconds, targetRatio, verdict(r.Ratio <= targetRatio)),
+		fmt.Sprintf("operator CPU          %.2f s during the burst; target <= %.0f s: %s", r.CPUSeconds, targetCPUSeconds, verdict(r.CPUSeconds <= targetCPUSeconds)),
+		fmt.Sprintf("operator peak RSS     %.1f MiB; target <= %d MiB: %s", float64(r.PeakRSSBytes)/(1<<20), targetPeakRSSBytes>>20, verdict(r.PeakRSSBytes <= targetPeakRSSBytes)),
+		fmt.Sprintf("requests per resource %.2f (%s); target <= %.0f: %s", r.RequestsPerResource, strings.Join(byVerb, ", "), targetRequestsPerItem, verdict(r.RequestsPerResource <= targetRequestsPerItem)),
+		fmt.Sprintf("idle requests         %d in %.0f s, plus %d discovery requests; target %d: %s", r.IdleRequests, r.IdleSeconds, r.IdleDiscoveryRequests, targetIdleRequests, verdict(r.IdleRequests <= targetIdleRequests)),
+		fmt.Sprintf("status latency        %.2f s from pods Running to status.nodes; target <= %.0f s: %s", r.LatencySeconds, targetLatencySeconds, verdict(r.LatencySeconds <= targetLatencySeconds)),
+		fmt.Sprintf("profiles              go tool pprof %s; go tool pprof %s", r.CPUProfile, r.HeapProfile),
+	}
+	for _, l := range lines {
+		fmt.Println("bench: " + l)
+	}
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(file, append(data, '\n'), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	fmt.Println("bench: wrote " + file)
+	b.ReportMetric(r.Ratio, "ratio")
+	b.ReportMetric(r.CPUSeconds, "cpu-s")
+	b.ReportMetric(r.RequestsPerResource, "req/resource")
+}
+
+// statusLatency creates one more Memcached of size pods in ns and returns the
+// time from the moment the last of its pods was seen Running to the moment
+// its status listed them all, Ready.
+func statusLatency(b *testing.B, dyn dynamic.Interface, ns *namespace, size int) time.Duration {
+	b.Helper()
+	const name = "latency-probe"
+	podsRunning := newTracker(dyn, podsGVR, ns.name, "memcached_cr="+name, size, func(u *unstructured.Unstructured) bool {
+		phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
+		return phase == "Running"
+	})
+	defer podsRunning.stop()
+	listed := newTracker(dyn, memcachedsGVR, ns.name, "", 1, func(u *unstructured.Unstructured) bool {
+		return u.GetName() == name && memcachedReady(size)(u)
+	})
+	defer listed.stop()
+	ns.apply(fmt.Sprintf("apiVersion: cache.example.com/v1alpha1\nkind: Memcached\nmetadata:\n  name: %s\nspec:\n  size: %d\n", name, size))
+	running, err := podsRunning.wait(convergeTimeout)
+	if err != nil {
+		b.Fatal(err)
+	}
+	done, err := listed.wait(convergeTimeout)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if done.Before(running) {
+		return 0
+	}
+	return done.Sub(running)
+}
+
+// converge runs apply and returns how long it takes, from its start, until n
+// objects of gvr in namespace satisfy ready. It fails b after benchTimeout.
+func converge(b *testing.B, dyn dynamic.Interface, gvr schema.GroupVersionResource, namespace string, n int, ready func(*unstructured.Unstructured) bool, apply func()) time.Duration {
+	b.Helper()
+	t := newTracker(dyn, gvr, namespace, "", n, ready)
+	defer t.stop()
+	start := time.Now()
+	apply()
+	b.Logf("applied %d %s in %.1f s", n, gvr.Resource, time.Since(start).Seconds())
+	last, err := t.wait(benchTimeout)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return last.Sub(start)
+}
+
+// tracker watches one resource in a namespace and records when each object
+// first satisfied a predicate. A watch costs the API server far less than
+// polling a list of a thousand objects.
+type tracker struct {
+	want  int
+	ready func(*unstructured.Unstructured) bool
+	close chan struct{}
+
+	mu    sync.Mutex
+	first map[string]time.Time
+	last  time.Time
+	all   chan struct{}
+}
+
+// newTracker starts a tracker that is done once want objects of gvr in
+// namespace that match labelSelector (empty for all) have satisfied ready.
+func newTracker(dyn dynamic.Interface, gvr schema.GroupVersionResource, namespace, labelSelector string, want int, ready func(*unstructured.Unstructured) bool) *tracker {
+	t := &tracker{want: want, ready: ready, close: make(chan struct{}), first: map[string]time.Time{}, all: make(chan struct{})}
+	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, namespace, func(o *metav1.ListOptions) {
+		o.LabelSelector = labelSelector
+	})
+	informer := factory.ForResource(gvr).Informer()
+	_, _ = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    t.observe,
+		UpdateFunc: func(_, obj interface{}) { t.observe(obj) },
+	})
+	factory.Start(t.close)
+	return t
+}
+
+func (t *tracker) observe(obj interface{}) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok || !t.ready(u) {
+		return
+	}
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, seen := t.first[u.GetName()]; seen {
+		return
+	}
+	t.first[u.GetName()] = now
+	t.last = now
+	if len(t.first) == t.want {
+		close(t.all)
+	}
+}
+
+// wait returns when the last wanted object became ready, or an error after
+// timeout that says how many did.
+func (t *tracker) wait(timeout time.Duration) (time.Time, error) {
+	select {
+	case <-t.all:
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		return t.last, nil
+	case <-time.After(timeout):
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		return time.Time{}, fmt.Errorf("after %v only %d of %d objects were ready", timeout, len(t.first), t.want)
+	}
+}
+
+func (t *tracker) stop() { close(t.close) }
+
+// memcachedReady is converged for a Memcached of size pods: status.nodes lists
+// size pods, all Ready, for its latest generation.
+func memcachedReady(size int) func(*unstructured.Unstructured) bool {
+	return func(u *unstructured.Unstructured) bool {
+		nodes, _, _ := unstructured.NestedStringSlice(u.Object, "status", "nodes")
+		ready, _, _ := unstructured.NestedInt64(u.Object, "status", "readyReplicas")
+		observed, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+		return len(nodes) == size && ready == int64(size) && observed == u.GetGeneration()
+	}
+}
+
+// deploymentReady is converged for a Deployment of size replicas: size of them
+// updated and Ready, for its latest generation.
+func deploymentReady(size int) func(*unstructured.Unstructured) bool {
+	return func(u *unstructured.Unstructured) bool {
+		ready, _, _ := unstructured.NestedInt64(u.Object, "status", "readyReplicas")
+		updated, _, _ := unstructured.NestedInt64(u.Object, "status", "updatedReplicas")
+		observed, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+		return ready == int64(size) && updated == int64(size) && observed == u.GetGeneration()
+	}
+}
+
+// manifests joins n documents made by doc.
+func manifests(n int, doc func(i int) string) string {
+	var sb strings.Builder
+	for i := range n {
+		sb.WriteString("---\n")
+		sb.WriteString(doc(i))
+	}
+	return sb.String()
+}
+
+// memcached is the i-th Memcached of the benchmark.
+func memcached(i, size int) string {
+	return fmt.Sprintf("apiVersion: cache.example.com/v1alpha1\nkind: Memcached\nmetadata:\n  name: cache-%d\nspec:\n  size: %d\n", i, size)
+}
+
+// floorDeployment is the i-th plain Deployment of the floor: one memcached
+// container, as the operator's pods have.
+func floorDeployment(i, size int) string {
+	return fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: cache-%[1]d
+spec:
+  replicas: %[2]d
+  selector:
+    matchLabels: {app: floor, floor_cr: cache-%[1]d}
+  template:
+    metadata:
+      labels: {app: floor, floor_cr: cache-%[1]d}
+    spec:
+      containers:
+        - name: memcached
+          image: memcached:1.6-alpine
+          command: [memcached, -m, "64", -p, "11211"]
+          ports: [{name: memcached, containerPort: 11211}]
+`, i, size)
+}
+
+// The keys of countRequests besides "VERB resource".
+const verbDiscovery = "discovery"
+
+// countRequests counts requests by verb and resource, such as "POST
+// deployments", "PUT memcacheds/status", "LIST pods" or "WATCH pods", with
+// the status code after those that failed, such as "PUT memcacheds/status
+// (409)"; requests for the API's discovery documents count as "discovery".
+func countRequests(reqs []framework.ProxiedRequest) map[string]int {
+	counts := map[string]int{}
+	for _, r := range reqs {
+		counts[classify(r)]++
+	}
+	return counts
+}
+
+// classify names the verb and resource of a request to the API server.
+func classify(r framework.ProxiedRequest) string {
+	path := r.URI
+	if i := strings.IndexByte(path, '?'); i >= 0 {
+		path = path[:i]
+	}
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	// /api/v1/... or /apis/GROUP/VERSION/...
+	var rest []string
+	switch {
+	case len(parts) >= 2 && parts[0] == "api":
+		rest = parts[2:]
+	case len(parts) >= 3 && parts[0] == "apis":
+		rest = parts[3:]
+	}
+	if len(rest) >= 2 && rest[0] == "namespaces" {
+		rest = rest[2:]
+	}
+	if len(rest) == 0 {
+		return verbDiscovery
+	}
+	resource := rest[0]
+	if len(rest) >= 3 {
+		resource += "/" + rest[2]
+	}
+	verb := r.Method
+	switch {
+	case r.Watch():
+		verb = "WATCH"
+	case r.Method == "GET" && len(rest) == 1:
+		verb = "LIST"
+	}
+	if r.Code >= 300 {
+		// Refused requests count too, apart: a conflict costs a round trip.
+		return fmt.Sprintf("%s %s (%d)", verb, resource, r.Code)
+	}
+	return verb + " " + resource
+}
+
+// envInt returns the positive integer in the environment variable key, or def.
+func envInt(b *testing.B, key string, def int) int {
+	v := os.Getenv(key)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		b.Fatalf("%s=%q: want a positive integer", key, v)
+	}
+	return n
+}

@@ -177,10 +177,7 @@ func run(opts *options) error {
 	reconcile := func(ctx context.Context) error {
 		reconciling.Store(true)
 		m.SetLeader(true)
-		client, err := stub.NewCachedClient(kube, dyn, disco, namespace)
-		if err != nil {
-			return err
-		}
+		client := stub.NewCachedClient(kube, dyn, disco, namespace)
 		handler := stub.NewHandler(client, recorder, opts.memcachedImage)
 		handler.BatchChildUpdates(opts.childBatch)
 		handler.ObserveReconciles(func(took time.Duration, err error) {

@@ -46,7 +46,8 @@ const (
 //   - memcached_operator_workqueue_depth{queue}, _adds_total{queue},
 //     _retries_total{queue}, _queue_duration_seconds{queue} and
 //     _work_duration_seconds{queue}: the client-go work queues, the SDK's
-//     ("memcacheds") and the handler's ("memcached-children");
+//     ("memcacheds"), which only hands events on, and the handler's
+//     ("memcached-reconcile"), whose workers reconcile;
 //   - memcached_operator_api_requests_total{verb,code} and
 //     memcached_operator_api_request_duration_seconds{verb}: every request of
 //     every client-go client of the process to the API server, by HTTP verb

@@ -3,6 +3,7 @@ package stub
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"sync"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
@@ -16,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	"k8s.io/client-go/tools/cache"
@@ -59,7 +59,6 @@ type CachedClient struct {
 	kube        kubernetes.Interface
 	dyn         dynamic.Interface
 	discovery   discovery.ServerResourcesInterface
-	factory     informers.SharedInformerFactory
 	deployments cache.SharedIndexInformer
 	pods        cache.SharedIndexInformer
 	// created holds the Deployments this client created that the
@@ -71,21 +70,14 @@ type CachedClient struct {
 // NewCachedClient returns a CachedClient for namespace. The Deployment and
 // pod caches hold only objects labelled app=memcached; Start fills them.
 // kube may speak protobuf; dyn and disco must speak JSON.
-func NewCachedClient(kube kubernetes.Interface, dyn dynamic.Interface, disco discovery.ServerResourcesInterface, namespace string) (*CachedClient, error) {
-	factory := informers.NewFilteredSharedInformerFactory(kube, 0, namespace, func(o *metav1.ListOptions) {
-		o.LabelSelector = ManagedSelector
-	})
+func NewCachedClient(kube kubernetes.Interface, dyn dynamic.Interface, disco discovery.ServerResourcesInterface, namespace string) *CachedClient {
 	c := &CachedClient{
 		kube:        kube,
 		dyn:         dyn,
 		discovery:   disco,
-		factory:     factory,
-		deployments: factory.Apps().V1().Deployments().Informer(),
-		pods:        factory.Core().V1().Pods().Informer(),
+		deployments: newDeploymentInformer(kube, namespace, ManagedSelector),
+		pods:        newPodInformer(kube, namespace, ManagedSelector),
 		created:     &createdDeployments{items: map[string]*appsv1.Deployment{}},
-	}
-	if err := c.pods.AddIndexers(cache.Indexers{byMemcachedIndex: indexByMemcached}); err != nil {
-		return nil, fmt.Errorf("failed to index the pod cache: %v", err)
 	}
 	// Once the cache shows a Deployment, in any version, it is the truth.
 	seen := func(obj interface{}) {
@@ -98,7 +90,7 @@ func NewCachedClient(kube kubernetes.Interface, dyn dynamic.Interface, disco dis
 		UpdateFunc: func(_, obj interface{}) { seen(obj) },
 		DeleteFunc: seen,
 	})
-	return c, nil
+	return c
 }
 
 // createdDeployments is a set of Deployments by namespace/name, safe for
@@ -131,13 +123,37 @@ func (c *createdDeployments) forget(key string) {
 // Memcached name (the memcached_cr label) of every Deployment or pod that is
 // added, changed or deleted. It must be called before Start.
 func (c *CachedClient) OnChildChange(enqueue func(namespace, name string)) {
-	handler := cache.ResourceEventHandlerFuncs{
+	c.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj interface{}) { enqueueOwner(obj, enqueue) },
 		UpdateFunc: func(_, obj interface{}) { enqueueOwner(obj, enqueue) },
 		DeleteFunc: func(obj interface{}) { enqueueOwner(obj, enqueue) },
+	})
+	c.deployments.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj interface{}) { enqueueOwner(obj, enqueue) },
+		UpdateFunc: func(old, obj interface{}) {
+			if deploymentChanged(old, obj) {
+				enqueueOwner(obj, enqueue)
+			}
+		},
+		DeleteFunc: func(obj interface{}) { enqueueOwner(obj, enqueue) },
+	})
+}
+
+// deploymentChanged reports whether a Deployment update changed what the
+// reconcile reads: its spec (which moves metadata.generation), labels, owner
+// references or deletion. The controller manager updates each new
+// Deployment's status several times as its pods start; those updates need
+// no reconcile, since the status is computed from the pods.
+func deploymentChanged(old, obj interface{}) bool {
+	o, ok1 := old.(*appsv1.Deployment)
+	n, ok2 := obj.(*appsv1.Deployment)
+	if !ok1 || !ok2 {
+		return true
 	}
-	c.deployments.AddEventHandler(handler)
-	c.pods.AddEventHandler(handler)
+	return o.Generation != n.Generation ||
+		!reflect.DeepEqual(o.Labels, n.Labels) ||
+		!reflect.DeepEqual(o.OwnerReferences, n.OwnerReferences) ||
+		!reflect.DeepEqual(o.DeletionTimestamp, n.DeletionTimestamp)
 }
 
 // enqueueOwner passes the owner of a cached child, or of the last known
@@ -158,7 +174,8 @@ func enqueueOwner(obj interface{}, enqueue func(namespace, name string)) {
 // Start runs the informers until stop is closed and waits for their caches
 // to be filled, failing if stop closes first.
 func (c *CachedClient) Start(stop <-chan struct{}) error {
-	c.factory.Start(stop)
+	go c.deployments.Run(stop)
+	go c.pods.Run(stop)
 	if !cache.WaitForCacheSync(stop, c.deployments.HasSynced, c.pods.HasSynced) {
 		return fmt.Errorf("stopped before the Deployment and pod caches were filled")
 	}

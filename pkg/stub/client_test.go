@@ -18,10 +18,7 @@ import (
 func newTestCachedClient(t *testing.T, cached []runtime.Object, live ...runtime.Object) (*CachedClient, *kubefake.Clientset) {
 	t.Helper()
 	kube := kubefake.NewSimpleClientset(live...)
-	c, err := NewCachedClient(kube, dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), kube.Discovery(), "test")
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := NewCachedClient(kube, dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), kube.Discovery(), "test")
 	for _, obj := range cached {
 		var err error
 		switch o := obj.(type) {

@@ -14,9 +14,6 @@ import (
 )
 
 const (
-	// ReasonDeploymentCreated is the reason of the Normal Event recorded when
-	// the operator creates a Memcached's Deployment.
-	ReasonDeploymentCreated = "DeploymentCreated"
 	// ReasonDeploymentScaled is the reason of the Normal Event recorded when
 	// the operator changes the Deployment's replicas to spec.size.
 	ReasonDeploymentScaled = "DeploymentScaled"
@@ -105,7 +102,9 @@ func (h *Handler) ensureDeployment(m *v1alpha1.Memcached) (d *appsv1.Deployment,
 	if err != nil {
 		return nil, false, newFailure(ReasonDeploymentCreateFailed, "failed to create deployment %s/%s: %v", m.Namespace, m.Name, err)
 	}
-	h.recorder.Eventf(m, corev1.EventTypeNormal, ReasonDeploymentCreated, "Created deployment %s with %d replicas", m.Name, m.Spec.Size)
+	// No Event says so: the Deployment itself, its own Events and the
+	// Memcached's status do, and an Event per Memcached would cost the API
+	// server one more write each.
 	return d, true, nil
 }
 

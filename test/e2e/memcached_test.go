@@ -59,18 +59,6 @@ func TestCreate(t *testing.T) {
 			}
 		}
 	})
-	t.Run("a normal event records the creation", func(t *testing.T) {
-		ns.eventually("Event DeploymentCreated", func(ctx context.Context) error {
-			evs, err := ns.events(ctx, "cache", "DeploymentCreated")
-			if err != nil {
-				return err
-			}
-			if len(evs) == 0 || evs[0].Type != "Normal" {
-				return fmt.Errorf("events = %+v, want one Normal DeploymentCreated", evs)
-			}
-			return nil
-		})
-	})
 }
 
 // TestScale: spec.size changes up, down and to zero, both by editing the resource

@@ -107,8 +107,8 @@ func TestOperatorProbesAndMetrics(t *testing.T) {
 			`memcached_operator_leader`:                                                            1,
 			`memcached_operator_reconcile_total{result="success"}`:                                 1,
 			`memcached_operator_reconcile_duration_seconds_count`:                                  1,
-			`memcached_operator_workqueue_adds_total{queue="memcached-children"}`:                  1,
-			`memcached_operator_workqueue_work_duration_seconds_count{queue="memcached-children"}`: 1,
+			`memcached_operator_workqueue_adds_total{queue="memcached-reconcile"}`:                  1,
+			`memcached_operator_workqueue_work_duration_seconds_count{queue="memcached-reconcile"}`: 1,
 			`memcached_operator_api_requests_total{code="200",verb="GET"}`:                         1,
 			`memcached_operator_api_requests_total{code="200",verb="PUT"}`:                         1,
 			`memcached_operator_api_request_duration_seconds_count{verb="GET"}`:                    1,
@@ -119,7 +119,7 @@ func TestOperatorProbesAndMetrics(t *testing.T) {
 		}
 		// The handler's own queue; the SDK's, "memcacheds", is there too while
 		// the SDK delivers the Memcached events.
-		for _, series := range []string{`memcached_operator_workqueue_depth{queue="memcached-children"}`, `memcached_operator_workqueue_retries_total{queue="memcached-children"}`} {
+		for _, series := range []string{`memcached_operator_workqueue_depth{queue="memcached-reconcile"}`, `memcached_operator_workqueue_retries_total{queue="memcached-reconcile"}`} {
 			if value(page, series) < 0 {
 				t.Errorf("leader %s: no series %s", leader.Metadata.Name, series)
 			}

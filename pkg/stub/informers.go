@@ -1,0 +1,108 @@
+package stub
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// The operator's caches hold trimmed copies of its Deployments and pods:
+// only the fields that the reconcile reads. With a thousand Memcached
+// resources, the pod specs alone (containers, probes, volumes, the projected
+// ServiceAccount token) were most of the operator's memory. Each object is
+// trimmed as it arrives, before the informer stores it, so no cached object
+// is ever changed.
+
+// newPodInformer returns an informer on the pods in namespace that selector
+// matches, trimmed by trimPod, indexed by namespace and by Memcached.
+func newPodInformer(kube kubernetes.Interface, namespace, selector string) cache.SharedIndexInformer {
+	pods := kube.CoreV1().Pods(namespace)
+	lw := &cache.ListWatch{
+		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = selector
+			list, err := pods.List(o)
+			if err != nil {
+				return nil, err
+			}
+			for i := range list.Items {
+				trimPod(&list.Items[i])
+			}
+			return list, nil
+		},
+		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = selector
+			w, err := pods.Watch(o)
+			if err != nil {
+				return nil, err
+			}
+			return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+				if p, ok := e.Object.(*corev1.Pod); ok {
+					trimPod(p)
+				}
+				return e, true
+			}), nil
+		},
+	}
+	return cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{
+		cache.NamespaceIndex: cache.MetaNamespaceIndexFunc,
+		byMemcachedIndex:     indexByMemcached,
+	})
+}
+
+// newDeploymentInformer returns an informer on the Deployments in namespace
+// that selector matches, trimmed by trimDeployment.
+func newDeploymentInformer(kube kubernetes.Interface, namespace, selector string) cache.SharedIndexInformer {
+	deployments := kube.AppsV1().Deployments(namespace)
+	lw := &cache.ListWatch{
+		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = selector
+			list, err := deployments.List(o)
+			if err != nil {
+				return nil, err
+			}
+			for i := range list.Items {
+				trimDeployment(&list.Items[i])
+			}
+			return list, nil
+		},
+		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = selector
+			w, err := deployments.Watch(o)
+			if err != nil {
+				return nil, err
+			}
+			return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+				if d, ok := e.Object.(*appsv1.Deployment); ok {
+					trimDeployment(d)
+				}
+				return e, true
+			}), nil
+		},
+	}
+	return cache.NewSharedIndexInformer(lw, &appsv1.Deployment{}, 0, cache.Indexers{
+		cache.NamespaceIndex: cache.MetaNamespaceIndexFunc,
+	})
+}
+
+// trimPod keeps what the status is computed from (see status.go): the
+// pod's name, labels and deletion, and its status without addresses.
+func trimPod(p *corev1.Pod) {
+	p.Annotations = nil
+	p.Spec = corev1.PodSpec{}
+	p.Status.HostIP = ""
+	p.Status.PodIP = ""
+	p.Status.Message = ""
+}
+
+// trimDeployment keeps what ensureOwnedAndSized reads: the Deployment's
+// name, labels, owner references, deletion and spec.replicas. The pod
+// template is dropped: the operator creates it and never compares it.
+func trimDeployment(d *appsv1.Deployment) {
+	d.Annotations = nil
+	d.Spec.Template = corev1.PodTemplateSpec{}
+	d.Status = appsv1.DeploymentStatus{}
+}

@@ -104,14 +104,14 @@ func TestOperatorProbesAndMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 		for series, least := range map[string]float64{
-			`memcached_operator_leader`:                                                            1,
-			`memcached_operator_reconcile_total{result="success"}`:                                 1,
-			`memcached_operator_reconcile_duration_seconds_count`:                                  1,
+			`memcached_operator_leader`:                                                             1,
+			`memcached_operator_reconcile_total{result="success"}`:                                  1,
+			`memcached_operator_reconcile_duration_seconds_count`:                                   1,
 			`memcached_operator_workqueue_adds_total{queue="memcached-reconcile"}`:                  1,
 			`memcached_operator_workqueue_work_duration_seconds_count{queue="memcached-reconcile"}`: 1,
-			`memcached_operator_api_requests_total{code="200",verb="GET"}`:                         1,
-			`memcached_operator_api_requests_total{code="200",verb="PUT"}`:                         1,
-			`memcached_operator_api_request_duration_seconds_count{verb="GET"}`:                    1,
+			`memcached_operator_api_requests_total{code="200",verb="GET"}`:                          1,
+			`memcached_operator_api_requests_total{code="200",verb="PUT"}`:                          1,
+			`memcached_operator_api_request_duration_seconds_count{verb="GET"}`:                     1,
 		} {
 			if got := value(page, series); got < least {
 				t.Errorf("leader %s: %s = %v, want at least %v", leader.Metadata.Name, series, got, least)

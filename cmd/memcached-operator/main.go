@@ -107,26 +107,26 @@ func run(opts *options) error {
 	cfg.QPS = float32(opts.kubeAPIQPS)
 	cfg.Burst = opts.kubeAPIBurst
 	rest.AddUserAgent(cfg, component)
-	dyn, err := dynamic.NewForConfig(cfg)
+	if err := v1alpha1.AddToScheme(scheme.Scheme); err != nil {
+		return fmt.Errorf("failed to register Memcached: %v", err)
+	}
+	memcacheds, err := stub.NewMemcachedRESTClient(cfg)
 	if err != nil {
-		return fmt.Errorf("failed to create dynamic client: %v", err)
+		return fmt.Errorf("failed to create the Memcached client: %v", err)
 	}
 	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("failed to create discovery client: %v", err)
 	}
 	// Built-in types travel as protobuf, which costs the operator and the
-	// API server far less CPU than JSON; the dynamic and discovery clients
-	// above need JSON.
+	// API server far less CPU than JSON; the Memcached and discovery clients
+	// above speak JSON.
 	cfg = rest.CopyConfig(cfg)
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("failed to create kubernetes client: %v", err)
-	}
-	if err := v1alpha1.AddToScheme(scheme.Scheme); err != nil {
-		return fmt.Errorf("failed to register Memcached for Events: %v", err)
 	}
 	broadcaster := record.NewBroadcaster()
 	broadcaster.StartLogging(logrus.Debugf)
@@ -177,7 +177,7 @@ func run(opts *options) error {
 	reconcile := func(ctx context.Context) error {
 		reconciling.Store(true)
 		m.SetLeader(true)
-		client := stub.NewCachedClient(kube, dyn, disco, namespace)
+		client := stub.NewCachedClient(kube, memcacheds, disco, namespace)
 		handler := stub.NewHandler(client, recorder, opts.memcachedImage)
 		handler.BatchChildUpdates(opts.childBatch)
 		handler.ObserveReconciles(func(took time.Duration, err error) {

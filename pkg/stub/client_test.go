@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	core "k8s.io/client-go/testing"
 )
@@ -18,7 +17,7 @@ import (
 func newTestCachedClient(t *testing.T, cached []runtime.Object, live ...runtime.Object) (*CachedClient, *kubefake.Clientset) {
 	t.Helper()
 	kube := kubefake.NewSimpleClientset(live...)
-	c := NewCachedClient(kube, dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), kube.Discovery(), "test")
+	c := NewCachedClient(kube, nil, kube.Discovery(), "test")
 	for _, obj := range cached {
 		var err error
 		switch o := obj.(type) {

@@ -3,6 +3,7 @@ package stub
 import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -21,32 +22,14 @@ import (
 // matches, trimmed by trimPod, indexed by namespace and by Memcached.
 func newPodInformer(kube kubernetes.Interface, namespace, selector string) cache.SharedIndexInformer {
 	pods := kube.CoreV1().Pods(namespace)
-	lw := &cache.ListWatch{
-		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = selector
-			list, err := pods.List(o)
-			if err != nil {
-				return nil, err
+	lw := trimmedListWatch(selector,
+		func(o metav1.ListOptions) (runtime.Object, error) { return pods.List(o) },
+		pods.Watch,
+		func(obj runtime.Object) {
+			if p, ok := obj.(*corev1.Pod); ok {
+				trimPod(p)
 			}
-			for i := range list.Items {
-				trimPod(&list.Items[i])
-			}
-			return list, nil
-		},
-		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = selector
-			w, err := pods.Watch(o)
-			if err != nil {
-				return nil, err
-			}
-			return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
-				if p, ok := e.Object.(*corev1.Pod); ok {
-					trimPod(p)
-				}
-				return e, true
-			}), nil
-		},
-	}
+		})
 	return cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{
 		cache.NamespaceIndex: cache.MetaNamespaceIndexFunc,
 		byMemcachedIndex:     indexByMemcached,
@@ -57,35 +40,48 @@ func newPodInformer(kube kubernetes.Interface, namespace, selector string) cache
 // that selector matches, trimmed by trimDeployment.
 func newDeploymentInformer(kube kubernetes.Interface, namespace, selector string) cache.SharedIndexInformer {
 	deployments := kube.AppsV1().Deployments(namespace)
-	lw := &cache.ListWatch{
+	lw := trimmedListWatch(selector,
+		func(o metav1.ListOptions) (runtime.Object, error) { return deployments.List(o) },
+		deployments.Watch,
+		func(obj runtime.Object) {
+			if d, ok := obj.(*appsv1.Deployment); ok {
+				trimDeployment(d)
+			}
+		})
+	return cache.NewSharedIndexInformer(lw, &appsv1.Deployment{}, 0, cache.Indexers{
+		cache.NamespaceIndex: cache.MetaNamespaceIndexFunc,
+	})
+}
+
+// trimmedListWatch lists and watches the objects that selector matches with
+// list and watchFn, and passes each object it returns, in a list or a watch
+// event, to trim before the informer stores it.
+func trimmedListWatch(selector string, list func(metav1.ListOptions) (runtime.Object, error), watchFn func(metav1.ListOptions) (watch.Interface, error), trim func(runtime.Object)) *cache.ListWatch {
+	return &cache.ListWatch{
 		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = selector
-			list, err := deployments.List(o)
+			l, err := list(o)
 			if err != nil {
 				return nil, err
 			}
-			for i := range list.Items {
-				trimDeployment(&list.Items[i])
-			}
-			return list, nil
+			err = meta.EachListItem(l, func(obj runtime.Object) error {
+				trim(obj)
+				return nil
+			})
+			return l, err
 		},
 		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
 			o.LabelSelector = selector
-			w, err := deployments.Watch(o)
+			w, err := watchFn(o)
 			if err != nil {
 				return nil, err
 			}
 			return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
-				if d, ok := e.Object.(*appsv1.Deployment); ok {
-					trimDeployment(d)
-				}
+				trim(e.Object)
 				return e, true
 			}), nil
 		},
 	}
-	return cache.NewSharedIndexInformer(lw, &appsv1.Deployment{}, 0, cache.Indexers{
-		cache.NamespaceIndex: cache.MetaNamespaceIndexFunc,
-	})
 }
 
 // trimPod keeps what the status is computed from (see status.go): the

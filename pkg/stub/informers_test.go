@@ -3,10 +3,14 @@ package stub
 import (
 	"reflect"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	kubefake "k8s.io/client-go/kubernetes/fake"
 )
 
 func TestTrimmedPodsGiveTheSameStatus(t *testing.T) {
@@ -81,5 +85,50 @@ func TestDeploymentChanged(t *testing.T) {
 	}
 	if !deploymentChanged("not a deployment", base) {
 		t.Errorf("an update of unknown objects must count as a change")
+	}
+}
+
+func TestTrimmedListWatchTrimsListsAndEvents(t *testing.T) {
+	m := newMemcached("example", 1)
+	kube := kubefake.NewSimpleClientset(newPod(m, "example-a", corev1.PodRunning, true))
+	pods := kube.CoreV1().Pods("test")
+	// The API server decodes a new object for every event; the fake
+	// clientset's watch would share its objects with its tracker.
+	events := watch.NewFake()
+	var selectors []string
+	lw := trimmedListWatch("app=memcached",
+		func(o metav1.ListOptions) (runtime.Object, error) {
+			selectors = append(selectors, o.LabelSelector)
+			return pods.List(o)
+		},
+		func(o metav1.ListOptions) (watch.Interface, error) {
+			selectors = append(selectors, o.LabelSelector)
+			return events, nil
+		},
+		func(obj runtime.Object) { obj.(*corev1.Pod).Annotations = map[string]string{"trimmed": "yes"} })
+
+	list, err := lw.List(metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := list.(*corev1.PodList).Items[0]; p.Annotations["trimmed"] != "yes" {
+		t.Errorf("listed pod not trimmed: %+v", p.ObjectMeta)
+	}
+	w, err := lw.Watch(metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	go events.Add(newPod(m, "example-b", corev1.PodPending, false))
+	select {
+	case e := <-w.ResultChan():
+		if p := e.Object.(*corev1.Pod); p.Name != "example-b" || p.Annotations["trimmed"] != "yes" {
+			t.Errorf("watched pod not trimmed: %+v", p.ObjectMeta)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no watch event in 10s")
+	}
+	if !reflect.DeepEqual(selectors, []string{"app=memcached", "app=memcached"}) {
+		t.Errorf("selectors: got %q, want the list and the watch to select app=memcached", selectors)
 	}
 }

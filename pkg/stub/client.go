@@ -40,7 +40,7 @@ type Client interface {
 	// ReadDeployment reads the named Deployment from the API server.
 	ReadDeployment(namespace, name string) (*appsv1.Deployment, error)
 	// CreateDeployment creates the Deployment described by manifest and
-	// returns it as the API server stored it.
+	// returns it as the API server stored it, trimmed as the cache's are.
 	CreateDeployment(manifest *unstructured.Unstructured) (*appsv1.Deployment, error)
 	// ScaleDeployment sets spec.replicas of the named Deployment and nothing else.
 	ScaleDeployment(namespace, name string, replicas int32) error
@@ -243,7 +243,7 @@ func (c *CachedClient) ReadDeployment(namespace, name string) (*appsv1.Deploymen
 
 // CreateDeployment sends manifest as JSON, which keeps fields client-go
 // 1.11's types do not know, reads the created Deployment back as protobuf,
-// and remembers it until the cache shows it.
+// and remembers it, trimmed as the cache's are, until the cache shows it.
 func (c *CachedClient) CreateDeployment(manifest *unstructured.Unstructured) (*appsv1.Deployment, error) {
 	body, err := manifest.MarshalJSON()
 	if err != nil {
@@ -255,6 +255,7 @@ func (c *CachedClient) CreateDeployment(manifest *unstructured.Unstructured) (*a
 	if err != nil {
 		return nil, err
 	}
+	trimDeployment(d)
 	key := d.Namespace + "/" + d.Name
 	if _, cached, _ := c.deployments.GetIndexer().GetByKey(key); !cached {
 		c.created.add(key, d)

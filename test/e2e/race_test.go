@@ -245,7 +245,7 @@ func TestMassDelete(t *testing.T) {
 		if err == nil {
 			break
 		}
-		if attempt == 3 {
+		if attempt == 5 {
 			t.Fatalf("DELETE of the collection, attempt %d: %v", attempt, err)
 		}
 		t.Logf("DELETE of the collection, attempt %d, after %s: %v; sending it again", attempt, time.Since(deleted).Round(100*time.Millisecond), err)

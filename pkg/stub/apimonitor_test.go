@@ -46,7 +46,9 @@ func TestAPIMonitorLogsWhenTheMemcachedAPIGoesAndComesBack(t *testing.T) {
 	notFound := apierrors.NewNotFound(schema.GroupResource{}, "")
 	unavailable := apierrors.NewServiceUnavailable("etcd is away")
 	discovery := &scriptedDiscovery{script: []error{nil, notFound, notFound, unavailable, notFound, nil, nil}}
-	m := &apiMonitor{served: discovery.served, interval: time.Millisecond, grace: 20 * time.Millisecond}
+	// The grace period outlasts the script by far, so that a slow machine
+	// cannot end the check before the API goes.
+	m := &apiMonitor{served: discovery.served, interval: time.Millisecond, grace: 500 * time.Millisecond}
 
 	// A CRD deletion deletes every Memcached: one check covers them all.
 	for range 3 {

@@ -12,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
@@ -256,9 +255,13 @@ func (c *CachedClient) CreateDeployment(manifest *unstructured.Unstructured) (*a
 		return nil, err
 	}
 	trimDeployment(d)
+	// Add, then look: the cache's handler forgets the key after the cache
+	// stores the Deployment, so whichever comes second wins, never a stale
+	// entry.
 	key := d.Namespace + "/" + d.Name
-	if _, cached, _ := c.deployments.GetIndexer().GetByKey(key); !cached {
-		c.created.add(key, d)
+	c.created.add(key, d)
+	if _, cached, _ := c.deployments.GetIndexer().GetByKey(key); cached {
+		c.created.forget(key)
 	}
 	return d, nil
 }
@@ -280,16 +283,15 @@ func (c *CachedClient) ScaleDeployment(namespace, name string, replicas int32) e
 // that a reconcile costs the same whatever the number of Memcached
 // resources and pods in the namespace.
 func (c *CachedClient) ListPods(namespace, name string) ([]*corev1.Pod, error) {
+	// The cache holds only pods labelled app=memcached, and the index
+	// groups them by memcached_cr: together, labelsForMemcached(name).
 	objs, err := c.pods.GetIndexer().ByIndex(byMemcachedIndex, namespace+"/"+name)
 	if err != nil {
 		return nil, err
 	}
-	selector := selectorForMemcached(name)
 	pods := make([]*corev1.Pod, 0, len(objs))
 	for _, obj := range objs {
-		if p, ok := obj.(*corev1.Pod); ok && selector.Matches(labels.Set(p.Labels)) {
-			pods = append(pods, p)
-		}
+		pods = append(pods, obj.(*corev1.Pod))
 	}
 	return pods, nil
 }

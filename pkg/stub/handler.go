@@ -218,12 +218,14 @@ func (s *memcachedStore) store(key string, m *v1alpha1.Memcached) {
 	s.items[key] = m
 }
 
-// update replaces key's Memcached with m, a newer version of the same
-// object, unless the SDK has delivered its deletion meanwhile.
-func (s *memcachedStore) update(key string, m *v1alpha1.Memcached) {
+// update replaces key's Memcached with m, the version the API server
+// returned for a write made from version from, unless the store no longer
+// holds from: the SDK has delivered a newer change, or the deletion, since.
+// ResourceVersions are only compared for equality, as the API allows.
+func (s *memcachedStore) update(key, from string, m *v1alpha1.Memcached) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if old, ok := s.items[key]; ok && old.UID == m.UID {
+	if old, ok := s.items[key]; ok && old.ResourceVersion == from {
 		s.items[key] = m
 	}
 }

@@ -598,20 +598,44 @@ func TestStatusWriteUpdatesTheStoredMemcached(t *testing.T) {
 	}
 }
 
-func TestMemcachedStoreUpdateNeverResurrects(t *testing.T) {
-	s := newMemcachedStore()
-	m := newMemcached("example", 1)
-	recreated := newMemcached("example", 1)
-	recreated.UID = "uid-recreated"
-
-	s.update("test/example", m)
-	if _, ok := s.get("test/example"); ok {
-		t.Errorf("update stored a memcached the SDK never delivered or already deleted")
+func TestMemcachedStoreUpdateKeepsWhatTheSDKDeliveredSince(t *testing.T) {
+	version := func(rv string, size int32) *v1alpha1.Memcached {
+		m := newMemcached("example", size)
+		m.ResourceVersion = rv
+		return m
 	}
-	s.store("test/example", recreated)
-	s.update("test/example", m)
-	if got, _ := s.get("test/example"); got.UID != recreated.UID {
-		t.Errorf("update replaced memcached %s with an older object of uid %s", recreated.UID, got.UID)
+	tests := []struct {
+		name string
+		// stored is what the store holds when the write returns; nil for
+		// a Memcached whose deletion the SDK has delivered.
+		stored *v1alpha1.Memcached
+		want   *v1alpha1.Memcached
+	}{
+		{name: "nothing newer", stored: version("1", 1), want: version("2", 1)},
+		{name: "a newer change delivered meanwhile", stored: version("3", 5), want: version("3", 5)},
+		{name: "deleted meanwhile", stored: nil, want: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newMemcachedStore()
+			if tt.stored != nil {
+				s.store("test/example", tt.stored)
+			}
+
+			// A status write made from version 1 returned version 2.
+			s.update("test/example", "1", version("2", 1))
+
+			got, ok := s.get("test/example")
+			if tt.want == nil {
+				if ok {
+					t.Errorf("store holds %+v, want nothing: the update resurrected a deleted memcached", got)
+				}
+				return
+			}
+			if !ok || got.ResourceVersion != tt.want.ResourceVersion || got.Spec.Size != tt.want.Spec.Size {
+				t.Errorf("store holds %+v, want version %s of size %d", got, tt.want.ResourceVersion, tt.want.Spec.Size)
+			}
+		})
 	}
 }
 

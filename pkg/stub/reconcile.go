@@ -198,7 +198,7 @@ func (h *Handler) writeStatus(m *v1alpha1.Memcached, status v1alpha1.MemcachedSt
 	if err == nil {
 		// The next reconcile starts from this version, not from the one the
 		// SDK delivered before: a write based on that would conflict.
-		h.memcacheds.update(m.Namespace+"/"+m.Name, stored)
+		h.memcacheds.update(m.Namespace+"/"+m.Name, m.ResourceVersion, stored)
 		return nil
 	}
 	if apierrors.IsNotFound(err) {

@@ -114,13 +114,17 @@ func run(opts *options) error {
 	if err != nil {
 		return fmt.Errorf("failed to create the Memcached client: %v", err)
 	}
+	pdbs, err := stub.NewPodDisruptionBudgetRESTClient(cfg)
+	if err != nil {
+		return fmt.Errorf("failed to create the PodDisruptionBudget client: %v", err)
+	}
 	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("failed to create discovery client: %v", err)
 	}
 	// Built-in types travel as protobuf, which costs the operator and the
-	// API server far less CPU than JSON; the Memcached and discovery clients
-	// above speak JSON.
+	// API server far less CPU than JSON; the Memcached, PodDisruptionBudget
+	// and discovery clients above speak JSON.
 	cfg = rest.CopyConfig(cfg)
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
@@ -177,7 +181,7 @@ func run(opts *options) error {
 	reconcile := func(ctx context.Context) error {
 		reconciling.Store(true)
 		m.SetLeader(true)
-		client := stub.NewCachedClient(kube, memcacheds, disco, namespace)
+		client := stub.NewCachedClient(kube, memcacheds, pdbs, disco, namespace)
 		handler := stub.NewHandler(client, recorder, opts.memcachedImage)
 		handler.BatchChildUpdates(opts.childBatch)
 		handler.ObserveReconciles(func(took time.Duration, err error) {

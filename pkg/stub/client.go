@@ -4,27 +4,34 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"sync"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	policyv1beta1 "k8s.io/api/policy/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
-	appslisters "k8s.io/client-go/listers/apps/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 )
 
 // Client is the narrow slice of the Kubernetes API that the reconcile uses.
 // Memcached resources come from the SDK's events instead (see Handler).
+//
+// For each kind of child, Get reads what the client knows without asking
+// the API server (NotFound means it has not seen the object; the caller
+// must not modify what it returns), Read asks the API server, Create sends
+// a manifest and returns the object as stored, trimmed as the cache's are,
+// Patch sends a JSON patch (RFC 6902), and Delete deletes the object only
+// while it still has the given UID.
 type Client interface {
 	// UpdateMemcachedStatus writes m.Status through the status subresource
 	// and returns the Memcached as the API server stored it.
@@ -32,17 +39,26 @@ type Client interface {
 	// MemcachedAPIServed returns nil when the API server serves the
 	// Memcached API, or the error that says why not.
 	MemcachedAPIServed() error
-	// GetDeployment returns the named Deployment from what the client
-	// knows without asking the API server: NotFound means the client has
-	// not seen it. The caller must not modify it.
+
 	GetDeployment(namespace, name string) (*appsv1.Deployment, error)
-	// ReadDeployment reads the named Deployment from the API server.
 	ReadDeployment(namespace, name string) (*appsv1.Deployment, error)
-	// CreateDeployment creates the Deployment described by manifest and
-	// returns it as the API server stored it, trimmed as the cache's are.
 	CreateDeployment(manifest *unstructured.Unstructured) (*appsv1.Deployment, error)
+	PatchDeployment(namespace, name string, patch []byte) error
 	// ScaleDeployment sets spec.replicas of the named Deployment and nothing else.
 	ScaleDeployment(namespace, name string, replicas int32) error
+
+	GetService(namespace, name string) (*corev1.Service, error)
+	ReadService(namespace, name string) (*corev1.Service, error)
+	CreateService(manifest *unstructured.Unstructured) (*corev1.Service, error)
+	PatchService(namespace, name string, patch []byte) error
+	DeleteService(namespace, name string, uid types.UID) error
+
+	GetPodDisruptionBudget(namespace, name string) (*policyv1beta1.PodDisruptionBudget, error)
+	ReadPodDisruptionBudget(namespace, name string) (*policyv1beta1.PodDisruptionBudget, error)
+	CreatePodDisruptionBudget(manifest *unstructured.Unstructured) (*policyv1beta1.PodDisruptionBudget, error)
+	PatchPodDisruptionBudget(namespace, name string, patch []byte) error
+	DeletePodDisruptionBudget(namespace, name string, uid types.UID) error
+
 	// ListPods returns the pods of the Memcached namespace/name, those with
 	// its labels (labelsForMemcached), which the caller must not modify.
 	ListPods(namespace, name string) ([]*corev1.Pod, error)
@@ -51,112 +67,105 @@ type Client interface {
 // CachedClient is the Client the operator runs with. It reads from informer
 // caches of one namespace, so a reconcile costs no API request unless it
 // writes, and it writes through the API server. Its informers also tell the
-// handler when a Deployment or pod of a Memcached changes.
+// handler when a child or a pod of a Memcached changes.
 //
 // Writes that would lose data through client-go 1.11's typed structs go as
 // JSON built from the manifest, or as a patch: a PUT of a 1.11 Deployment
 // would drop every pod field added since 1.11 and so restart all memcached
 // pods.
 type CachedClient struct {
-	kube        kubernetes.Interface
 	memcacheds  rest.Interface
 	discovery   discovery.ServerResourcesInterface
-	deployments cache.SharedIndexInformer
+	deployments *children[*appsv1.Deployment]
+	services    *children[*corev1.Service]
+	pdbs        *children[*policyv1beta1.PodDisruptionBudget]
 	pods        cache.SharedIndexInformer
-	// created holds the Deployments this client created that the
-	// Deployment cache has not shown yet, by namespace/name, so that the
-	// reconciles right after a create need no read from the API server.
-	created *createdDeployments
 }
 
-// NewCachedClient returns a CachedClient for namespace. The Deployment and
-// pod caches hold only objects labelled app=memcached; Start fills them.
-// kube may speak protobuf; memcacheds, from NewMemcachedRESTClient, and disco
-// speak JSON.
-func NewCachedClient(kube kubernetes.Interface, memcacheds rest.Interface, disco discovery.ServerResourcesInterface, namespace string) *CachedClient {
-	c := &CachedClient{
-		kube:        kube,
-		memcacheds:  memcacheds,
-		discovery:   disco,
-		deployments: newDeploymentInformer(kube, namespace, ManagedSelector),
-		pods:        newPodInformer(kube, namespace, ManagedSelector),
-		created:     &createdDeployments{items: map[string]*appsv1.Deployment{}},
+// NewCachedClient returns a CachedClient for namespace. Its caches hold only
+// objects labelled app=memcached; Start fills them. kube may speak
+// protobuf; memcacheds, from NewMemcachedRESTClient, pdbs, from
+// NewPodDisruptionBudgetRESTClient, and disco speak JSON.
+func NewCachedClient(kube kubernetes.Interface, memcacheds, pdbs rest.Interface, disco discovery.ServerResourcesInterface, namespace string) *CachedClient {
+	deployments := kube.AppsV1().Deployments(namespace)
+	services := kube.CoreV1().Services(namespace)
+	pdbList := func(o metav1.ListOptions) (runtime.Object, error) {
+		l := &policyv1beta1.PodDisruptionBudgetList{}
+		err := pdbs.Get().Namespace(namespace).Resource(pdbResource.Resource).
+			VersionedParams(&o, policyParameterCodec).Do().Into(l)
+		return l, err
 	}
-	// Once the cache shows a Deployment, in any version, it is the truth.
-	seen := func(obj interface{}) {
-		if k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-			c.created.forget(k)
-		}
+	pdbWatch := func(o metav1.ListOptions) (watch.Interface, error) {
+		o.Watch = true
+		return pdbs.Get().Namespace(namespace).Resource(pdbResource.Resource).
+			VersionedParams(&o, policyParameterCodec).Watch()
 	}
-	c.deployments.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    seen,
-		UpdateFunc: func(_, obj interface{}) { seen(obj) },
-		DeleteFunc: seen,
-	})
-	return c
+	return &CachedClient{
+		memcacheds: memcacheds,
+		discovery:  disco,
+		deployments: newChildren(kube.AppsV1().RESTClient(), deploymentResource,
+			newTrimmedInformer(&appsv1.Deployment{},
+				func(o metav1.ListOptions) (runtime.Object, error) { return deployments.List(o) },
+				deployments.Watch, trimDeployment),
+			func() *appsv1.Deployment { return &appsv1.Deployment{} }, trimDeployment),
+		services: newChildren(kube.CoreV1().RESTClient(), serviceResource,
+			newTrimmedInformer(&corev1.Service{},
+				func(o metav1.ListOptions) (runtime.Object, error) { return services.List(o) },
+				services.Watch, trimService),
+			func() *corev1.Service { return &corev1.Service{} }, trimService),
+		pdbs: newChildren(pdbs, pdbResource,
+			newTrimmedInformer(&policyv1beta1.PodDisruptionBudget{}, pdbList, pdbWatch, trimPodDisruptionBudget),
+			func() *policyv1beta1.PodDisruptionBudget { return &policyv1beta1.PodDisruptionBudget{} }, trimPodDisruptionBudget),
+		pods: newPodInformer(kube, namespace, ManagedSelector),
+	}
 }
 
-// createdDeployments is a set of Deployments by namespace/name, safe for
-// concurrent use.
-type createdDeployments struct {
-	mu    sync.Mutex
-	items map[string]*appsv1.Deployment
-}
-
-func (c *createdDeployments) add(key string, d *appsv1.Deployment) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.items[key] = d
-}
-
-func (c *createdDeployments) get(key string) (*appsv1.Deployment, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	d, ok := c.items[key]
-	return d, ok
-}
-
-func (c *createdDeployments) forget(key string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.items, key)
-}
+// The resources of the children, for their REST paths and errors.
+var (
+	deploymentResource = schema.GroupResource{Group: "apps", Resource: "deployments"}
+	serviceResource    = schema.GroupResource{Resource: "services"}
+	pdbResource        = schema.GroupResource{Group: "policy", Resource: "poddisruptionbudgets"}
+)
 
 // OnChildChange makes the caches call enqueue with the namespace and
-// Memcached name (the memcached_cr label) of every Deployment or pod that is
-// added, changed or deleted. It must be called before Start.
+// Memcached name (the memcached_cr label) of every child or pod that is
+// added, changed or deleted. Updates of a Deployment or a
+// PodDisruptionBudget that change only its status are left out (see
+// specChanged). It must be called before Start.
 func (c *CachedClient) OnChildChange(enqueue func(namespace, name string)) {
-	c.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	every := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj interface{}) { enqueueOwner(obj, enqueue) },
 		UpdateFunc: func(_, obj interface{}) { enqueueOwner(obj, enqueue) },
 		DeleteFunc: func(obj interface{}) { enqueueOwner(obj, enqueue) },
-	})
-	c.deployments.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj interface{}) { enqueueOwner(obj, enqueue) },
-		UpdateFunc: func(old, obj interface{}) {
-			if deploymentChanged(old, obj) {
-				enqueueOwner(obj, enqueue)
-			}
-		},
-		DeleteFunc: func(obj interface{}) { enqueueOwner(obj, enqueue) },
-	})
+	}
+	specOnly := every
+	specOnly.UpdateFunc = func(old, obj interface{}) {
+		if specChanged(old, obj) {
+			enqueueOwner(obj, enqueue)
+		}
+	}
+	c.pods.AddEventHandler(every)
+	c.services.informer.AddEventHandler(every)
+	c.deployments.informer.AddEventHandler(specOnly)
+	c.pdbs.informer.AddEventHandler(specOnly)
 }
 
-// deploymentChanged reports whether a Deployment update changed what the
-// reconcile reads: its spec (which moves metadata.generation), labels, owner
-// references or deletion. The controller manager updates each new
-// Deployment's status several times as its pods start; those updates need
-// no reconcile, since the status is computed from the pods.
-func deploymentChanged(old, obj interface{}) bool {
-	o, ok1 := old.(*appsv1.Deployment)
-	n, ok2 := obj.(*appsv1.Deployment)
+// specChanged reports whether an update changed what the reconcile reads:
+// the spec (which moves metadata.generation), labels, owner references or
+// deletion. The controller manager updates a new Deployment's status
+// several times as its pods start, and a PodDisruptionBudget's whenever a
+// pod's readiness changes; those updates need no reconcile, since the
+// Memcached's status is computed from the pods.
+func specChanged(old, obj interface{}) bool {
+	o, ok1 := old.(metav1.Object)
+	n, ok2 := obj.(metav1.Object)
 	if !ok1 || !ok2 {
 		return true
 	}
-	return o.Generation != n.Generation ||
-		!reflect.DeepEqual(o.Labels, n.Labels) ||
-		!reflect.DeepEqual(o.OwnerReferences, n.OwnerReferences) ||
-		!reflect.DeepEqual(o.DeletionTimestamp, n.DeletionTimestamp)
+	return o.GetGeneration() != n.GetGeneration() ||
+		!reflect.DeepEqual(o.GetLabels(), n.GetLabels()) ||
+		!reflect.DeepEqual(o.GetOwnerReferences(), n.GetOwnerReferences()) ||
+		!reflect.DeepEqual(o.GetDeletionTimestamp(), n.GetDeletionTimestamp())
 }
 
 // enqueueOwner passes the owner of a cached child, or of the last known
@@ -177,10 +186,14 @@ func enqueueOwner(obj interface{}, enqueue func(namespace, name string)) {
 // Start runs the informers until stop is closed and waits for their caches
 // to be filled, failing if stop closes first.
 func (c *CachedClient) Start(stop <-chan struct{}) error {
-	go c.deployments.Run(stop)
-	go c.pods.Run(stop)
-	if !cache.WaitForCacheSync(stop, c.deployments.HasSynced, c.pods.HasSynced) {
-		return fmt.Errorf("stopped before the Deployment and pod caches were filled")
+	informers := []cache.SharedIndexInformer{c.deployments.informer, c.services.informer, c.pdbs.informer, c.pods}
+	synced := make([]cache.InformerSynced, 0, len(informers))
+	for _, i := range informers {
+		go i.Run(stop)
+		synced = append(synced, i.HasSynced)
+	}
+	if !cache.WaitForCacheSync(stop, synced...) {
+		return fmt.Errorf("stopped before the Deployment, Service, PodDisruptionBudget and pod caches were filled")
 	}
 	return nil
 }
@@ -220,50 +233,27 @@ func (c *CachedClient) MemcachedAPIServed() error {
 	return err
 }
 
-// GetDeployment reads the Deployment cache, then the Deployments this client
-// created that the cache has not shown yet. It never asks the API server, so
-// it misses Deployments without the app=memcached label: those are not the
-// operator's, and CreateDeployment finds them.
+// GetDeployment reads the Deployment cache, then the Deployments this
+// client created that the cache has not shown yet. It never asks the API
+// server, so it misses Deployments without the app=memcached label: those
+// are not the operator's, and CreateDeployment finds them.
 func (c *CachedClient) GetDeployment(namespace, name string) (*appsv1.Deployment, error) {
-	d, err := appslisters.NewDeploymentLister(c.deployments.GetIndexer()).Deployments(namespace).Get(name)
-	if !apierrors.IsNotFound(err) {
-		return d, err
-	}
-	if d, ok := c.created.get(namespace + "/" + name); ok {
-		return d, nil
-	}
-	return nil, err
+	return c.deployments.get(namespace, name)
 }
 
 // ReadDeployment reads the Deployment from the API server.
 func (c *CachedClient) ReadDeployment(namespace, name string) (*appsv1.Deployment, error) {
-	return c.kube.AppsV1().Deployments(namespace).Get(name, metav1.GetOptions{})
+	return c.deployments.read(namespace, name)
 }
 
-// CreateDeployment sends manifest as JSON, which keeps fields client-go
-// 1.11's types do not know, reads the created Deployment back as protobuf,
-// and remembers it, trimmed as the cache's are, until the cache shows it.
+// CreateDeployment creates the Deployment of manifest (see children.create).
 func (c *CachedClient) CreateDeployment(manifest *unstructured.Unstructured) (*appsv1.Deployment, error) {
-	body, err := manifest.MarshalJSON()
-	if err != nil {
-		return nil, fmt.Errorf("failed to encode deployment %s/%s: %v", manifest.GetNamespace(), manifest.GetName(), err)
-	}
-	d := &appsv1.Deployment{}
-	err = c.kube.AppsV1().RESTClient().Post().Namespace(manifest.GetNamespace()).Resource("deployments").
-		SetHeader("Content-Type", runtime.ContentTypeJSON).Body(body).Do().Into(d)
-	if err != nil {
-		return nil, err
-	}
-	trimDeployment(d)
-	// Add, then look: the cache's handler forgets the key after the cache
-	// stores the Deployment, so whichever comes second wins, never a stale
-	// entry.
-	key := d.Namespace + "/" + d.Name
-	c.created.add(key, d)
-	if _, cached, _ := c.deployments.GetIndexer().GetByKey(key); cached {
-		c.created.forget(key)
-	}
-	return d, nil
+	return c.deployments.create(manifest)
+}
+
+// PatchDeployment applies a JSON patch to the Deployment.
+func (c *CachedClient) PatchDeployment(namespace, name string, patch []byte) error {
+	return c.deployments.patch(namespace, name, types.JSONPatchType, patch)
 }
 
 // ScaleDeployment patches spec.replicas alone, leaving every other field,
@@ -275,8 +265,57 @@ func (c *CachedClient) ScaleDeployment(namespace, name string, replicas int32) e
 	if err != nil {
 		return err
 	}
-	_, err = c.kube.AppsV1().Deployments(namespace).Patch(name, types.MergePatchType, patch)
-	return err
+	return c.deployments.patch(namespace, name, types.MergePatchType, patch)
+}
+
+// GetService reads the Service cache, like GetDeployment.
+func (c *CachedClient) GetService(namespace, name string) (*corev1.Service, error) {
+	return c.services.get(namespace, name)
+}
+
+// ReadService reads the Service from the API server.
+func (c *CachedClient) ReadService(namespace, name string) (*corev1.Service, error) {
+	return c.services.read(namespace, name)
+}
+
+// CreateService creates the Service of manifest (see children.create).
+func (c *CachedClient) CreateService(manifest *unstructured.Unstructured) (*corev1.Service, error) {
+	return c.services.create(manifest)
+}
+
+// PatchService applies a JSON patch to the Service.
+func (c *CachedClient) PatchService(namespace, name string, patch []byte) error {
+	return c.services.patch(namespace, name, types.JSONPatchType, patch)
+}
+
+// DeleteService deletes the Service while its UID is uid.
+func (c *CachedClient) DeleteService(namespace, name string, uid types.UID) error {
+	return c.services.delete(namespace, name, uid)
+}
+
+// GetPodDisruptionBudget reads the PodDisruptionBudget cache, like GetDeployment.
+func (c *CachedClient) GetPodDisruptionBudget(namespace, name string) (*policyv1beta1.PodDisruptionBudget, error) {
+	return c.pdbs.get(namespace, name)
+}
+
+// ReadPodDisruptionBudget reads the PodDisruptionBudget from the API server.
+func (c *CachedClient) ReadPodDisruptionBudget(namespace, name string) (*policyv1beta1.PodDisruptionBudget, error) {
+	return c.pdbs.read(namespace, name)
+}
+
+// CreatePodDisruptionBudget creates the PodDisruptionBudget of manifest (see children.create).
+func (c *CachedClient) CreatePodDisruptionBudget(manifest *unstructured.Unstructured) (*policyv1beta1.PodDisruptionBudget, error) {
+	return c.pdbs.create(manifest)
+}
+
+// PatchPodDisruptionBudget applies a JSON patch to the PodDisruptionBudget.
+func (c *CachedClient) PatchPodDisruptionBudget(namespace, name string, patch []byte) error {
+	return c.pdbs.patch(namespace, name, types.JSONPatchType, patch)
+}
+
+// DeletePodDisruptionBudget deletes the PodDisruptionBudget while its UID is uid.
+func (c *CachedClient) DeletePodDisruptionBudget(namespace, name string, uid types.UID) error {
+	return c.pdbs.delete(namespace, name, uid)
 }
 
 // ListPods reads the pod cache through its index of pods by Memcached, so

@@ -1,36 +1,94 @@
 package stub
 
 import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
-	kubefake "k8s.io/client-go/kubernetes/fake"
-	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
-// newTestCachedClient returns a CachedClient whose caches hold cached and
-// whose API server, a client-go fake, holds live. Nothing is started: the
-// test fills the indexers directly, as sample-controller's tests do.
-func newTestCachedClient(t *testing.T, cached []runtime.Object, live ...runtime.Object) (*CachedClient, *kubefake.Clientset) {
+// apiRequest is one request the test API server received.
+type apiRequest struct {
+	method, path, contentType, body string
+}
+
+// testAPIServer records the requests of a CachedClient and answers each
+// with the JSON of respond's object, or 404 without one.
+type testAPIServer struct {
+	mu       sync.Mutex
+	requests []apiRequest
+	respond  func(r apiRequest) interface{}
+}
+
+func (s *testAPIServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	req := apiRequest{method: r.Method, path: r.URL.Path, contentType: r.Header.Get("Content-Type"), body: string(body)}
+	s.mu.Lock()
+	s.requests = append(s.requests, req)
+	s.mu.Unlock()
+	var obj interface{}
+	if s.respond != nil {
+		obj = s.respond(req)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if obj == nil {
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`))
+		return
+	}
+	_ = json.NewEncoder(w).Encode(obj)
+}
+
+func (s *testAPIServer) got() []apiRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]apiRequest(nil), s.requests...)
+}
+
+// newTestCachedClient returns a CachedClient that talks JSON over HTTP to a
+// test API server, as the operator does, and whose caches hold cached.
+// Nothing is started: the test fills the indexers directly, as
+// sample-controller's tests do.
+func newTestCachedClient(t *testing.T, cached []runtime.Object, respond func(r apiRequest) interface{}) (*CachedClient, *testAPIServer) {
 	t.Helper()
-	kube := kubefake.NewSimpleClientset(live...)
-	c := NewCachedClient(kube, nil, kube.Discovery(), "test")
+	api := &testAPIServer{respond: respond}
+	server := httptest.NewServer(api)
+	t.Cleanup(server.Close)
+	cfg := &rest.Config{Host: server.URL}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pdbs, err := NewPodDisruptionBudgetRESTClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewCachedClient(kube, nil, pdbs, kube.Discovery(), "test")
 	for _, obj := range cached {
 		var err error
 		switch o := obj.(type) {
 		case *corev1.Pod:
 			err = c.pods.GetIndexer().Add(o)
+		case *corev1.Service:
+			err = c.services.informer.GetIndexer().Add(o)
 		default:
-			err = c.deployments.GetIndexer().Add(o)
+			err = c.deployments.informer.GetIndexer().Add(o)
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	return c, kube
+	return c, api
 }
 
 func TestCachedClientGetDeploymentNeverAsksTheAPI(t *testing.T) {
@@ -49,9 +107,9 @@ func TestCachedClientGetDeploymentNeverAsksTheAPI(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			// The API server holds it in every case: only the cache counts.
-			c, kube := newTestCachedClient(t, tt.cached, d)
+			c, api := newTestCachedClient(t, tt.cached, func(apiRequest) interface{} { return d })
 			if tt.created != nil {
-				c.created.add("test/example", tt.created)
+				c.deployments.created["test/example"] = tt.created
 			}
 
 			got, err := c.GetDeployment("test", "example")
@@ -62,45 +120,115 @@ func TestCachedClientGetDeploymentNeverAsksTheAPI(t *testing.T) {
 			if !tt.wantFound && !apierrors.IsNotFound(err) {
 				t.Errorf("got error %v, want NotFound", err)
 			}
-			if n := len(kube.Actions()); n != 0 {
-				t.Errorf("API actions: got %v, want none", kube.Actions())
+			if reqs := api.got(); len(reqs) != 0 {
+				t.Errorf("API requests: got %v, want none", reqs)
 			}
 		})
 	}
 }
 
-func TestCachedClientReadDeploymentAsksTheAPI(t *testing.T) {
-	m := newMemcached("example", 1)
-	c, kube := newTestCachedClient(t, nil, ownedDeployment(m, 1))
-
-	got, err := c.ReadDeployment("test", "example")
-
-	if err != nil || got.Name != "example" {
-		t.Errorf("got %v, %v; want the deployment", got, err)
+func TestCachedClientRequests(t *testing.T) {
+	m := newMemcached("example", 3)
+	d := ownedDeployment(m, 1)
+	svc := newServiceForMemcached(m)
+	pdb := newPodDisruptionBudgetForMemcached(m)
+	tests := []struct {
+		name string
+		call func(c *CachedClient) error
+		want apiRequest
+	}{
+		{
+			name: "read deployment",
+			call: func(c *CachedClient) error { _, err := c.ReadDeployment("test", "example"); return err },
+			want: apiRequest{method: "GET", path: "/apis/apps/v1/namespaces/test/deployments/example"},
+		},
+		{
+			name: "scale patches only replicas",
+			call: func(c *CachedClient) error { return c.ScaleDeployment("test", "example", 4) },
+			want: apiRequest{method: "PATCH", path: "/apis/apps/v1/namespaces/test/deployments/example",
+				contentType: "application/merge-patch+json", body: `{"spec":{"replicas":4}}`},
+		},
+		{
+			name: "deployment template patch is a JSON patch",
+			call: func(c *CachedClient) error { return c.PatchDeployment("test", "example", []byte(`[]`)) },
+			want: apiRequest{method: "PATCH", path: "/apis/apps/v1/namespaces/test/deployments/example",
+				contentType: "application/json-patch+json", body: `[]`},
+		},
+		{
+			name: "service delete carries the UID precondition",
+			call: func(c *CachedClient) error { return c.DeleteService("test", "example", "uid-1") },
+			want: apiRequest{method: "DELETE", path: "/api/v1/namespaces/test/services/example",
+				contentType: "application/json",
+				body:        `{"kind":"DeleteOptions","apiVersion":"meta.k8s.io/v1","preconditions":{"uid":"uid-1"}}`},
+		},
+		{
+			name: "budget read speaks policy/v1",
+			call: func(c *CachedClient) error { _, err := c.ReadPodDisruptionBudget("test", "example"); return err },
+			want: apiRequest{method: "GET", path: "/apis/policy/v1/namespaces/test/poddisruptionbudgets/example"},
+		},
 	}
-	if n := len(kube.Actions()); n != 1 {
-		t.Errorf("API actions: got %v, want one get", kube.Actions())
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, api := newTestCachedClient(t, nil, func(r apiRequest) interface{} {
+				switch {
+				case strings.Contains(r.path, "/deployments/"):
+					return d
+				case strings.Contains(r.path, "/poddisruptionbudgets/"):
+					return pdb
+				}
+				return svc
+			})
+
+			if err := tt.call(c); err != nil {
+				t.Fatalf("got %v, want no error", err)
+			}
+
+			reqs := api.got()
+			if len(reqs) != 1 {
+				t.Fatalf("API requests: got %v, want one", reqs)
+			}
+			got := reqs[0]
+			if tt.want.method == "GET" {
+				got.contentType = ""
+			}
+			got.body = strings.TrimSpace(got.body)
+			if got != tt.want {
+				t.Errorf("request:\n got %+v\nwant %+v", got, tt.want)
+			}
+		})
 	}
 }
 
-func TestCachedClientScaleDeploymentPatchesOnlyReplicas(t *testing.T) {
-	m := newMemcached("example", 1)
-	c, kube := newTestCachedClient(t, nil, ownedDeployment(m, 1))
-
-	if err := c.ScaleDeployment("test", "example", 4); err != nil {
-		t.Fatalf("ScaleDeployment: %v", err)
+func TestCachedClientCreateRemembersTheCreated(t *testing.T) {
+	m := newMemcached("example", 3)
+	pdb := newPodDisruptionBudgetForMemcached(m)
+	pdb.UID = "uid-pdb"
+	pdb.Status.CurrentHealthy = 3
+	c, api := newTestCachedClient(t, nil, func(apiRequest) interface{} { return pdb })
+	manifest, err := toManifest(newPodDisruptionBudgetForMemcached(m))
+	if err != nil {
+		t.Fatal(err)
 	}
 
-	actions := kube.Actions()
-	if len(actions) != 1 {
-		t.Fatalf("actions: got %v, want one patch", actions)
+	created, err := c.CreatePodDisruptionBudget(manifest)
+	if err != nil {
+		t.Fatalf("CreatePodDisruptionBudget: %v", err)
 	}
-	patch, ok := actions[0].(core.PatchAction)
-	if !ok || patch.GetResource().Resource != "deployments" || patch.GetName() != "example" {
-		t.Fatalf("action: got %#v, want a patch of deployment example", actions[0])
+
+	reqs := api.got()
+	if len(reqs) != 1 || reqs[0].method != "POST" || reqs[0].path != "/apis/policy/v1/namespaces/test/poddisruptionbudgets" ||
+		!strings.Contains(reqs[0].body, `"apiVersion":"policy/v1"`) {
+		t.Fatalf("API requests: got %+v, want one POST of a policy/v1 budget", reqs)
 	}
-	if got, want := string(patch.GetPatch()), `{"spec":{"replicas":4}}`; got != want {
-		t.Errorf("patch: got %s, want %s", got, want)
+	if created.UID != "uid-pdb" || created.Status.CurrentHealthy != 0 {
+		t.Errorf("created: got UID %q, status %+v; want the stored budget, trimmed", created.UID, created.Status)
+	}
+	got, err := c.GetPodDisruptionBudget("test", "example")
+	if err != nil || got.UID != "uid-pdb" {
+		t.Errorf("GetPodDisruptionBudget after the create: got %v, %v; want the created budget", got, err)
+	}
+	if len(api.got()) != 1 {
+		t.Errorf("API requests: got %v, want only the create", api.got())
 	}
 }
 
@@ -108,14 +236,14 @@ func TestCachedClientReadsPodsFromCache(t *testing.T) {
 	m := newMemcached("example", 2)
 	mine := newPod(m, "example-a", corev1.PodRunning, true)
 	other := newPod(newMemcached("other", 1), "other-a", corev1.PodRunning, true)
-	c, kube := newTestCachedClient(t, []runtime.Object{mine, other})
+	c, api := newTestCachedClient(t, []runtime.Object{mine, other}, nil)
 
 	pods, err := c.ListPods("test", "example")
 
 	if err != nil || len(pods) != 1 || pods[0].Name != "example-a" {
 		t.Errorf("ListPods: got %v, %v; want example-a alone", pods, err)
 	}
-	if n := len(kube.Actions()); n != 0 {
-		t.Errorf("API actions: got %v, want none", kube.Actions())
+	if reqs := api.got(); len(reqs) != 0 {
+		t.Errorf("API requests: got %v, want none", reqs)
 	}
 }

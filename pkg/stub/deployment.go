@@ -1,7 +1,9 @@
 package stub
 
 import (
+	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"strconv"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
@@ -19,54 +21,88 @@ const (
 	memcachedPort = 11211
 	// memcachedPortName names the container port, so Services can target it by name.
 	memcachedPortName = "memcached"
-	// memcachedCacheMB is memcached's item memory in megabytes, its -m
-	// option. It stays well inside memcachedMemoryLimit, which also has to
-	// hold memcached's hash table and connection buffers.
-	memcachedCacheMB = 64
-	// memcachedMemoryLimit is the memory limit of the memcached container.
-	memcachedMemoryLimit = "128Mi"
 	// memcachedUID is the uid of the "memcache" user in the official memcached
 	// images. The kubelet can only enforce runAsNonRoot for numeric users.
 	memcachedUID = 11211
+	// templateHashAnnotation, on the Deployment's pod template and so on
+	// every pod, holds a hash of the pod template the operator wants. The
+	// reconcile compares hashes, not templates, so that its caches need not
+	// hold pod templates, and tells pods of an older template by it.
+	templateHashAnnotation = "cache.example.com/template-hash"
+	// terminationGracePeriod is how long the kubelet lets a memcached pod
+	// stop: the preStop pause, then memcached closing its connections.
+	terminationGracePeriod = 15
+	// preStopSleepSeconds keeps a stopping memcached serving while the
+	// endpoints controller removes the pod from the Service and clients
+	// that watch it stop sending new requests there.
+	preStopSleepSeconds = 5
+	// hostnameTopologyKey is the node label that tells nodes apart, for
+	// spreading the pods; client-go 1.11 has no constant for it.
+	hostnameTopologyKey = "kubernetes.io/hostname"
 )
 
 // newDeploymentForMemcached returns the Deployment that runs m's memcached
-// pods with the given image. It is the whole desired state of the child: the
-// reconcile creates it as is and afterwards only manages its replica count.
-func newDeploymentForMemcached(m *v1alpha1.Memcached, image string) *appsv1.Deployment {
+// pods, with defaultImage unless m names its own. It holds what client-go
+// 1.11's types can express; deploymentManifest adds the rest. The reconcile
+// creates it as is and afterwards manages its replica count and, by
+// templateHashAnnotation, its pod template and strategy.
+func newDeploymentForMemcached(m *v1alpha1.Memcached, defaultImage string) *appsv1.Deployment {
 	labels := labelsForMemcached(m.Name)
 	replicas := m.Spec.Size
+	surge, unavailable := intstr.FromInt(1), intstr.FromInt(0)
 	return &appsv1.Deployment{
 		TypeMeta: metav1.TypeMeta{
 			APIVersion: appsv1.SchemeGroupVersion.String(),
 			Kind:       "Deployment",
 		},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      m.Name,
-			Namespace: m.Namespace,
-			Labels:    labels,
-			OwnerReferences: []metav1.OwnerReference{
-				*metav1.NewControllerRef(m, v1alpha1.SchemeGroupVersion.WithKind(v1alpha1.Kind)),
-			},
-		},
+		ObjectMeta: childMeta(m),
 		Spec: appsv1.DeploymentSpec{
 			Replicas: &replicas,
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			// One new pod at a time, and an old one goes only once the new
+			// one is Ready: a roll never has fewer than spec.size Ready
+			// pods, and never loses more than one pod's keys at once.
+			Strategy: appsv1.DeploymentStrategy{
+				Type: appsv1.RollingUpdateDeploymentStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateDeployment{
+					MaxSurge:       &surge,
+					MaxUnavailable: &unavailable,
+				},
+			},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       memcachedPodSpec(image),
+				Spec:       memcachedPodSpec(m, defaultImage),
 			},
 		},
 	}
 }
 
+// childMeta is the metadata of every child of m: its name, namespace and
+// labels, and a controller reference to m, so that the garbage collector
+// removes the child with m.
+func childMeta(m *v1alpha1.Memcached) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name:      m.Name,
+		Namespace: m.Namespace,
+		Labels:    labelsForMemcached(m.Name),
+		OwnerReferences: []metav1.OwnerReference{
+			*metav1.NewControllerRef(m, v1alpha1.SchemeGroupVersion.WithKind(v1alpha1.Kind)),
+		},
+	}
+}
+
 // memcachedPodSpec is a pod that Pod Security "restricted" admits, running
-// memcached with memcachedCacheMB of cache.
-func memcachedPodSpec(image string) corev1.PodSpec {
+// memcached as m's spec asks.
+func memcachedPodSpec(m *v1alpha1.Memcached, defaultImage string) corev1.PodSpec {
 	nonRoot := true
 	noEscalation := false
 	readOnlyRoot := true
 	uid := int64(memcachedUID)
+	grace := int64(terminationGracePeriod)
+	image := m.Spec.Image
+	if image == "" {
+		image = defaultImage
+	}
 	probe := &corev1.Probe{
 		Handler: corev1.Handler{
 			TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString(memcachedPortName)},
@@ -79,10 +115,14 @@ func memcachedPodSpec(image string) corev1.PodSpec {
 			RunAsUser:    &uid,
 			RunAsGroup:   &uid,
 		},
+		TerminationGracePeriodSeconds: &grace,
+		NodeSelector:                  m.Spec.NodeSelector,
+		Tolerations:                   m.Spec.Tolerations,
+		PriorityClassName:             m.Spec.PriorityClassName,
 		Containers: []corev1.Container{{
 			Name:    "memcached",
 			Image:   image,
-			Command: memcachedCommand(),
+			Command: memcachedCommand(m),
 			// memcached prints why it exits to stderr and writes no
 			// termination message, so the kubelet's fallback to the log's
 			// tail is what lets the status name the cause of a crash loop.
@@ -92,15 +132,7 @@ func memcachedPodSpec(image string) corev1.PodSpec {
 				ContainerPort: memcachedPort,
 				Protocol:      corev1.ProtocolTCP,
 			}},
-			Resources: corev1.ResourceRequirements{
-				Requests: corev1.ResourceList{
-					corev1.ResourceCPU:    resource.MustParse("50m"),
-					corev1.ResourceMemory: resource.MustParse("96Mi"),
-				},
-				Limits: corev1.ResourceList{
-					corev1.ResourceMemory: resource.MustParse(memcachedMemoryLimit),
-				},
-			},
+			Resources:      memcachedResources(m),
 			ReadinessProbe: probe,
 			LivenessProbe:  probe,
 			SecurityContext: &corev1.SecurityContext{
@@ -114,31 +146,139 @@ func memcachedPodSpec(image string) corev1.PodSpec {
 	}
 }
 
-// memcachedCommand is the memcached command line. Every option and its value
-// are separate arguments: memcached's getopt reads "-m=64" as the value "=64",
-// which it takes for 0 MB, and then exits.
-func memcachedCommand() []string {
-	return []string{
-		"memcached",
-		"-m", strconv.Itoa(memcachedCacheMB),
+// memcachedCommand is the memcached command line: m's extra arguments, then
+// the options the operator controls, last so that they win. Every option
+// and its value are separate arguments: memcached's getopt reads "-m=64" as
+// the value "=64", which it takes for 0 MB, and then exits.
+func memcachedCommand(m *v1alpha1.Memcached) []string {
+	cmd := append([]string{"memcached"}, m.Spec.ExtraArgs...)
+	return append(cmd,
+		"-m", strconv.Itoa(int(cacheMB(m))),
 		"-p", strconv.Itoa(memcachedPort),
 		"-v",
-	}
+	)
 }
 
 // deploymentManifest returns d as the object to send to the API server, with
-// the fields that client-go 1.11's types cannot express: a RuntimeDefault
-// seccomp profile, which Pod Security "restricted" requires since
-// Kubernetes 1.19 replaced the seccomp annotations with a field.
+// the fields that client-go 1.11's types cannot express, and the hash of its
+// pod template in templateHashAnnotation. Those fields are:
+//   - a RuntimeDefault seccomp profile, which Pod Security "restricted"
+//     requires since Kubernetes 1.19 replaced the seccomp annotations with
+//     a field;
+//   - a soft spread of the pods across nodes, counted among the pods of one
+//     ReplicaSet (matchLabelKeys), so that a roll spreads the new pods too;
+//   - a preStop pause of preStopSleepSeconds, which needs no shell in the
+//     image.
 func deploymentManifest(d *appsv1.Deployment) (*unstructured.Unstructured, error) {
 	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(d)
 	if err != nil {
 		return nil, fmt.Errorf("failed to convert deployment %s/%s: %v", d.Namespace, d.Name, err)
 	}
 	u := &unstructured.Unstructured{Object: content}
-	if err := unstructured.SetNestedField(u.Object, "RuntimeDefault",
-		"spec", "template", "spec", "securityContext", "seccompProfile", "type"); err != nil {
-		return nil, fmt.Errorf("failed to set the seccomp profile of deployment %s/%s: %v", d.Namespace, d.Name, err)
+	if err := addModernPodFields(u, d.Spec.Template.Labels); err != nil {
+		return nil, fmt.Errorf("failed to build the pod template of deployment %s/%s: %v", d.Namespace, d.Name, err)
+	}
+	template, _, err := unstructured.NestedMap(u.Object, "spec", "template")
+	if err != nil {
+		return nil, fmt.Errorf("failed to read the pod template of deployment %s/%s: %v", d.Namespace, d.Name, err)
+	}
+	hash, err := templateHash(template)
+	if err != nil {
+		return nil, fmt.Errorf("failed to hash the pod template of deployment %s/%s: %v", d.Namespace, d.Name, err)
+	}
+	if err := unstructured.SetNestedField(u.Object, hash, "spec", "template", "metadata", "annotations", templateHashAnnotation); err != nil {
+		return nil, fmt.Errorf("failed to annotate the pod template of deployment %s/%s: %v", d.Namespace, d.Name, err)
 	}
 	return u, nil
+}
+
+// addModernPodFields sets the pod template fields of deploymentManifest in u.
+func addModernPodFields(u *unstructured.Unstructured, labels map[string]string) error {
+	podSpec := []string{"spec", "template", "spec"}
+	if err := unstructured.SetNestedField(u.Object, "RuntimeDefault", append(podSpec, "securityContext", "seccompProfile", "type")...); err != nil {
+		return err
+	}
+	selector := map[string]interface{}{}
+	for k, v := range labels {
+		selector[k] = v
+	}
+	spread := []interface{}{map[string]interface{}{
+		"maxSkew":           int64(1),
+		"topologyKey":       hostnameTopologyKey,
+		"whenUnsatisfiable": "ScheduleAnyway",
+		"labelSelector":     map[string]interface{}{"matchLabels": selector},
+		"matchLabelKeys":    []interface{}{appsv1.DefaultDeploymentUniqueLabelKey},
+	}}
+	if err := unstructured.SetNestedSlice(u.Object, spread, append(podSpec, "topologySpreadConstraints")...); err != nil {
+		return err
+	}
+	containers, _, err := unstructured.NestedSlice(u.Object, append(podSpec, "containers")...)
+	if err != nil {
+		return err
+	}
+	for _, c := range containers {
+		container, ok := c.(map[string]interface{})
+		if !ok {
+			return fmt.Errorf("container is a %T", c)
+		}
+		container["lifecycle"] = map[string]interface{}{
+			"preStop": map[string]interface{}{
+				"sleep": map[string]interface{}{"seconds": int64(preStopSleepSeconds)},
+			},
+		}
+	}
+	return unstructured.SetNestedSlice(u.Object, containers, append(podSpec, "containers")...)
+}
+
+// templateHash is a short hash of a pod template's JSON, whose map keys
+// encoding/json sorts, so that equal templates always hash alike.
+func templateHash(template map[string]interface{}) (string, error) {
+	b, err := json.Marshal(template)
+	if err != nil {
+		return "", err
+	}
+	h := fnv.New64a()
+	h.Write(b)
+	return strconv.FormatUint(h.Sum64(), 36), nil
+}
+
+// templateOf returns the hash of d's pod template, as templateHashAnnotation
+// records it; "" for a template the operator has not annotated.
+func templateOf(d *appsv1.Deployment) string {
+	return d.Spec.Template.Annotations[templateHashAnnotation]
+}
+
+// templatePatch is a JSON patch that sets the pod template and the strategy
+// of the Deployment to those of manifest, whole: fields the desired
+// template leaves out, such as a nodeSelector removed from the spec, go too.
+func templatePatch(manifest *unstructured.Unstructured) ([]byte, error) {
+	template, _, err := unstructured.NestedMap(manifest.Object, "spec", "template")
+	if err != nil {
+		return nil, err
+	}
+	strategy, _, err := unstructured.NestedMap(manifest.Object, "spec", "strategy")
+	if err != nil {
+		return nil, err
+	}
+	return jsonPatchSet(map[string]interface{}{
+		"/spec/template": template,
+		"/spec/strategy": strategy,
+	})
+}
+
+// memcachedResources returns the container's resources: m's own, or the
+// default of a small cache.
+func memcachedResources(m *v1alpha1.Memcached) corev1.ResourceRequirements {
+	if m.Spec.Resources != nil {
+		return *m.Spec.Resources.DeepCopy()
+	}
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("50m"),
+			corev1.ResourceMemory: resource.MustParse("96Mi"),
+		},
+		Limits: corev1.ResourceList{
+			corev1.ResourceMemory: resource.MustParse("128Mi"),
+		},
+	}
 }

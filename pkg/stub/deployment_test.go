@@ -85,7 +85,7 @@ func TestMemcachedCommand(t *testing.T) {
 		option string
 		want   int
 	}{
-		{option: "-m", want: memcachedCacheMB},
+		{option: "-m", want: defaultCacheMB},
 		{option: "-p", want: memcachedPort},
 	}
 	for _, tt := range tests {
@@ -100,7 +100,7 @@ func TestMemcachedCommand(t *testing.T) {
 		})
 	}
 	limit := container.Resources.Limits[corev1.ResourceMemory]
-	cache := resource.NewQuantity(memcachedCacheMB<<20, resource.BinarySI)
+	cache := resource.NewQuantity(defaultCacheMB<<20, resource.BinarySI)
 	if cache.Cmp(limit) >= 0 {
 		t.Errorf("cache of %s does not fit the memory limit of %s", cache, &limit)
 	}

@@ -4,7 +4,8 @@ import (
 	"fmt"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
-	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // The reasons below name a reconcile step that failed. Each is the reason of
@@ -23,6 +24,34 @@ const (
 	// ReasonDeploymentReadFailed means the Deployment could not be read, for
 	// example because RBAC forbids it.
 	ReasonDeploymentReadFailed = "DeploymentReadFailed"
+	// ReasonDeploymentUpdateFailed means the API server refused to set the
+	// Deployment's pod template to the one the spec asks for.
+	ReasonDeploymentUpdateFailed = "DeploymentUpdateFailed"
+	// ReasonServiceCreateFailed, ReasonServiceReadFailed and
+	// ReasonServiceUpdateFailed are the same for the Memcached's headless
+	// Service; an update restores its selector and ports.
+	ReasonServiceCreateFailed = "ServiceCreateFailed"
+	ReasonServiceReadFailed   = "ServiceReadFailed"
+	ReasonServiceUpdateFailed = "ServiceUpdateFailed"
+	// ReasonServiceNotOwned means a Service with the Memcached's name exists
+	// but another owner controls it; the operator leaves it alone.
+	ReasonServiceNotOwned = "ServiceNotOwned"
+	// ReasonPodDisruptionBudgetCreateFailed and the three reasons after it
+	// are the same for the Memcached's PodDisruptionBudget, which the
+	// operator also deletes when spec.size drops to 1 or 0.
+	ReasonPodDisruptionBudgetCreateFailed = "PodDisruptionBudgetCreateFailed"
+	ReasonPodDisruptionBudgetReadFailed   = "PodDisruptionBudgetReadFailed"
+	ReasonPodDisruptionBudgetUpdateFailed = "PodDisruptionBudgetUpdateFailed"
+	ReasonPodDisruptionBudgetDeleteFailed = "PodDisruptionBudgetDeleteFailed"
+	// ReasonPodDisruptionBudgetNotOwned means a PodDisruptionBudget with the
+	// Memcached's name exists but another owner controls it.
+	ReasonPodDisruptionBudgetNotOwned = "PodDisruptionBudgetNotOwned"
+	// ReasonInvalidSpec means the spec asks for what memcached cannot run
+	// with, such as extra arguments the operator does not allow or a cache
+	// larger than the memory limit. The CRD's schema refuses such specs;
+	// this catches those stored before it did. Nothing is changed until the
+	// spec is fixed.
+	ReasonInvalidSpec = "InvalidSpec"
 	// ReasonPodListFailed means the Memcached's pods could not be listed from
 	// the operator's cache; the status then keeps the pods it last reported.
 	ReasonPodListFailed = "PodListFailed"
@@ -55,8 +84,57 @@ func newFailure(reason, format string, args ...interface{}) *failure {
 	return &failure{reason: reason, err: fmt.Errorf(format, args...)}
 }
 
-// notOwned returns the failure of finding d, which another owner controls,
-// where m's Deployment should be.
-func notOwned(m *v1alpha1.Memcached, d *appsv1.Deployment) *failure {
-	return newFailure(ReasonDeploymentNotOwned, "deployment %s/%s already exists and is not controlled by memcached %s", d.Namespace, d.Name, m.Name)
+// childKind names one kind of child of a Memcached and the reasons of its
+// failures.
+type childKind struct {
+	// kind is the child's kind as messages name it, in lower case.
+	kind                               string
+	readFailed, createFailed, notOwned string
+}
+
+// deploymentChild names the Deployment's failures.
+var deploymentChild = childKind{
+	kind:         "deployment",
+	readFailed:   ReasonDeploymentReadFailed,
+	createFailed: ReasonDeploymentCreateFailed,
+	notOwned:     ReasonDeploymentNotOwned,
+}
+
+// notOwned returns the failure of finding obj, which another owner
+// controls, where m's child of kind k should be.
+func notOwned(m *v1alpha1.Memcached, k childKind, obj metav1.Object) *failure {
+	return newFailure(k.notOwned, "%s %s/%s already exists and is not controlled by memcached %s", k.kind, obj.GetNamespace(), obj.GetName(), m.Name)
+}
+
+// ensureExists returns m's child of kind k, named after m, from get,
+// creating it with create when get has none, and reports whether it created
+// it. Only a create that finds the name taken costs a read from the API
+// server: the object there may be one the cache leaves out, such as
+// someone else's without the app=memcached label.
+func ensureExists[T any](m *v1alpha1.Memcached, k childKind, get, read func(namespace, name string) (T, error), create func() (T, error)) (obj T, created bool, f *failure) {
+	obj, err := get(m.Namespace, m.Name)
+	if err == nil {
+		return obj, false, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return obj, false, newFailure(k.readFailed, "failed to get %s %s/%s: %v", k.kind, m.Namespace, m.Name, err)
+	}
+	obj, err = create()
+	if apierrors.IsAlreadyExists(err) {
+		if obj, err = read(m.Namespace, m.Name); err != nil {
+			return obj, false, newFailure(k.readFailed, "failed to get %s %s/%s: %v", k.kind, m.Namespace, m.Name, err)
+		}
+		return obj, false, nil
+	}
+	if err != nil {
+		return obj, false, newFailure(k.createFailed, "failed to create %s %s/%s: %v", k.kind, m.Namespace, m.Name, err)
+	}
+	return obj, true, nil
+}
+
+// isGone reports whether err says that the object is gone, or was replaced
+// by another of the same name, which a UID precondition refuses with a
+// conflict.
+func isGone(err error) bool {
+	return apierrors.IsNotFound(err) || apierrors.IsConflict(err)
 }

@@ -1,13 +1,16 @@
 package stub
 
 import (
+	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1beta1 "k8s.io/api/policy/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -23,15 +26,21 @@ import (
 type fakeClient struct {
 	memcacheds  map[string]*v1alpha1.Memcached
 	deployments map[string]*appsv1.Deployment
+	services    map[string]*corev1.Service
+	pdbs        map[string]*policyv1beta1.PodDisruptionBudget
 	pods        []*corev1.Pod
-	// uncached hides Deployments, by namespace/name, from GetDeployment:
+	// uncached hides Deployments, Services and PodDisruptionBudgets, by
+	// kind and namespace/name ("service test/example"), from the Get calls:
 	// the operator's cache leaves out those without its app label.
 	uncached map[string]bool
 	// failOn makes the call whose action starts with the key fail with the value.
 	failOn map[string]error
 
-	actions  []string
-	created  []*unstructured.Unstructured
+	actions []string
+	// created holds the manifests of every create, of any kind, in order.
+	created []*unstructured.Unstructured
+	// patches holds the body of every patch, by its action.
+	patches  map[string]string
 	statuses []v1alpha1.MemcachedStatus
 }
 
@@ -39,6 +48,9 @@ func newFakeClient(objects ...runtime.Object) *fakeClient {
 	f := &fakeClient{
 		memcacheds:  map[string]*v1alpha1.Memcached{},
 		deployments: map[string]*appsv1.Deployment{},
+		services:    map[string]*corev1.Service{},
+		pdbs:        map[string]*policyv1beta1.PodDisruptionBudget{},
+		patches:     map[string]string{},
 		failOn:      map[string]error{},
 		uncached:    map[string]bool{},
 	}
@@ -48,6 +60,10 @@ func newFakeClient(objects ...runtime.Object) *fakeClient {
 			f.memcacheds[key(o.Namespace, o.Name)] = o.DeepCopy()
 		case *appsv1.Deployment:
 			f.deployments[key(o.Namespace, o.Name)] = o.DeepCopy()
+		case *corev1.Service:
+			f.services[key(o.Namespace, o.Name)] = o.DeepCopy()
+		case *policyv1beta1.PodDisruptionBudget:
+			f.pdbs[key(o.Namespace, o.Name)] = o.DeepCopy()
 		case *corev1.Pod:
 			f.pods = append(f.pods, o.DeepCopy())
 		default:
@@ -84,47 +100,174 @@ func (f *fakeClient) UpdateMemcachedStatus(m *v1alpha1.Memcached) (*v1alpha1.Mem
 	return stored.DeepCopy(), nil
 }
 
-// GetDeployment is the cache read: it finds what deployments holds, unless
-// the test hid it from the cache with uncached.
 func (f *fakeClient) GetDeployment(namespace, name string) (*appsv1.Deployment, error) {
-	if err := f.record("get deployment " + key(namespace, name)); err != nil {
-		return nil, err
-	}
-	d, ok := f.deployments[key(namespace, name)]
-	if !ok || f.uncached[key(namespace, name)] {
-		return nil, apierrors.NewNotFound(schema.GroupResource{Group: "apps", Resource: "deployments"}, name)
-	}
-	return d.DeepCopy(), nil
+	return fakeGet(f, "deployment", deploymentResource, f.deployments, namespace, name)
 }
 
-// ReadDeployment is the read from the API server.
 func (f *fakeClient) ReadDeployment(namespace, name string) (*appsv1.Deployment, error) {
-	if err := f.record("read deployment " + key(namespace, name)); err != nil {
-		return nil, err
-	}
-	d, ok := f.deployments[key(namespace, name)]
-	if !ok {
-		return nil, apierrors.NewNotFound(schema.GroupResource{Group: "apps", Resource: "deployments"}, name)
-	}
-	return d.DeepCopy(), nil
+	return fakeRead(f, "deployment", deploymentResource, f.deployments, namespace, name)
 }
 
 func (f *fakeClient) CreateDeployment(manifest *unstructured.Unstructured) (*appsv1.Deployment, error) {
+	return fakeCreate(f, "deployment", deploymentResource, f.deployments, manifest)
+}
+
+func (f *fakeClient) PatchDeployment(namespace, name string, patch []byte) error {
+	return fakePatch(f, "deployment", deploymentResource, f.deployments, namespace, name, patch)
+}
+
+func (f *fakeClient) GetService(namespace, name string) (*corev1.Service, error) {
+	return fakeGet(f, "service", serviceResource, f.services, namespace, name)
+}
+
+func (f *fakeClient) ReadService(namespace, name string) (*corev1.Service, error) {
+	return fakeRead(f, "service", serviceResource, f.services, namespace, name)
+}
+
+func (f *fakeClient) CreateService(manifest *unstructured.Unstructured) (*corev1.Service, error) {
+	return fakeCreate(f, "service", serviceResource, f.services, manifest)
+}
+
+func (f *fakeClient) PatchService(namespace, name string, patch []byte) error {
+	return fakePatch(f, "service", serviceResource, f.services, namespace, name, patch)
+}
+
+func (f *fakeClient) DeleteService(namespace, name string, uid types.UID) error {
+	return fakeDelete(f, "service", serviceResource, f.services, namespace, name, uid)
+}
+
+func (f *fakeClient) GetPodDisruptionBudget(namespace, name string) (*policyv1beta1.PodDisruptionBudget, error) {
+	return fakeGet(f, "poddisruptionbudget", pdbResource, f.pdbs, namespace, name)
+}
+
+func (f *fakeClient) ReadPodDisruptionBudget(namespace, name string) (*policyv1beta1.PodDisruptionBudget, error) {
+	return fakeRead(f, "poddisruptionbudget", pdbResource, f.pdbs, namespace, name)
+}
+
+func (f *fakeClient) CreatePodDisruptionBudget(manifest *unstructured.Unstructured) (*policyv1beta1.PodDisruptionBudget, error) {
+	return fakeCreate(f, "poddisruptionbudget", pdbResource, f.pdbs, manifest)
+}
+
+func (f *fakeClient) PatchPodDisruptionBudget(namespace, name string, patch []byte) error {
+	return fakePatch(f, "poddisruptionbudget", pdbResource, f.pdbs, namespace, name, patch)
+}
+
+func (f *fakeClient) DeletePodDisruptionBudget(namespace, name string, uid types.UID) error {
+	return fakeDelete(f, "poddisruptionbudget", pdbResource, f.pdbs, namespace, name, uid)
+}
+
+// fakeObject is a typed object the fake client stores.
+type fakeObject[T any] interface {
+	childObject
+	DeepCopy() T
+}
+
+// fakeGet is the cache read: it finds what objects holds, unless the test
+// hid it from the cache with uncached.
+func fakeGet[T fakeObject[T]](f *fakeClient, kind string, gr schema.GroupResource, objects map[string]T, namespace, name string) (T, error) {
+	var zero T
+	action := kind + " " + key(namespace, name)
+	if err := f.record("get " + action); err != nil {
+		return zero, err
+	}
+	o, ok := objects[key(namespace, name)]
+	if !ok || f.uncached[action] {
+		return zero, apierrors.NewNotFound(gr, name)
+	}
+	return o.DeepCopy(), nil
+}
+
+// fakeRead is the read from the API server.
+func fakeRead[T fakeObject[T]](f *fakeClient, kind string, gr schema.GroupResource, objects map[string]T, namespace, name string) (T, error) {
+	var zero T
+	if err := f.record("read " + kind + " " + key(namespace, name)); err != nil {
+		return zero, err
+	}
+	o, ok := objects[key(namespace, name)]
+	if !ok {
+		return zero, apierrors.NewNotFound(gr, name)
+	}
+	return o.DeepCopy(), nil
+}
+
+func fakeCreate[T fakeObject[T]](f *fakeClient, kind string, gr schema.GroupResource, objects map[string]T, manifest *unstructured.Unstructured) (T, error) {
+	var zero T
 	k := key(manifest.GetNamespace(), manifest.GetName())
-	if err := f.record("create deployment " + k); err != nil {
-		return nil, err
+	if err := f.record("create " + kind + " " + k); err != nil {
+		return zero, err
 	}
-	if _, ok := f.deployments[k]; ok {
-		return nil, apierrors.NewAlreadyExists(schema.GroupResource{Group: "apps", Resource: "deployments"}, manifest.GetName())
+	if _, ok := objects[k]; ok {
+		return zero, apierrors.NewAlreadyExists(gr, manifest.GetName())
 	}
-	d := &appsv1.Deployment{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(manifest.Object, d); err != nil {
-		return nil, err
+	var o T
+	o = reflect.New(reflect.TypeOf(o).Elem()).Interface().(T)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(manifest.Object, o); err != nil {
+		return zero, err
 	}
-	d.UID = types.UID("uid-" + d.Name)
-	f.deployments[k] = d
+	o.SetUID(types.UID("uid-" + kind + "-" + o.GetName()))
+	objects[k] = o
 	f.created = append(f.created, manifest.DeepCopy())
-	return d.DeepCopy(), nil
+	return o.DeepCopy(), nil
+}
+
+// fakePatch records the patch; it applies JSON patches of whole paths, as
+// jsonPatchSet makes them, to the stored object.
+func fakePatch[T fakeObject[T]](f *fakeClient, kind string, gr schema.GroupResource, objects map[string]T, namespace, name string, patch []byte) error {
+	action := "patch " + kind + " " + key(namespace, name)
+	if err := f.record(action); err != nil {
+		return err
+	}
+	f.patches[action] = string(patch)
+	o, ok := objects[key(namespace, name)]
+	if !ok {
+		return apierrors.NewNotFound(gr, name)
+	}
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+	if err != nil {
+		return err
+	}
+	var ops []struct {
+		Op    string      `json:"op"`
+		Path  string      `json:"path"`
+		Value interface{} `json:"value"`
+	}
+	if err := json.Unmarshal(patch, &ops); err != nil {
+		return err
+	}
+	for _, op := range ops {
+		fields := strings.Split(strings.TrimPrefix(op.Path, "/"), "/")
+		switch op.Op {
+		case "add":
+			if err := unstructured.SetNestedField(content, runtime.DeepCopyJSONValue(op.Value), fields...); err != nil {
+				return err
+			}
+		case "remove":
+			unstructured.RemoveNestedField(content, fields...)
+		default:
+			return fmt.Errorf("fake client: unsupported patch op %q", op.Op)
+		}
+	}
+	updated := o.DeepCopy()
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(content, updated); err != nil {
+		return err
+	}
+	objects[key(namespace, name)] = updated
+	return nil
+}
+
+func fakeDelete[T fakeObject[T]](f *fakeClient, kind string, gr schema.GroupResource, objects map[string]T, namespace, name string, uid types.UID) error {
+	if err := f.record("delete " + kind + " " + key(namespace, name)); err != nil {
+		return err
+	}
+	o, ok := objects[key(namespace, name)]
+	if !ok {
+		return apierrors.NewNotFound(gr, name)
+	}
+	if o.GetUID() != uid {
+		return apierrors.NewConflict(gr, name, fmt.Errorf("the UID in the precondition (%s) does not match the UID in record (%s)", uid, o.GetUID()))
+	}
+	delete(objects, key(namespace, name))
+	return nil
 }
 
 func (f *fakeClient) ScaleDeployment(namespace, name string, replicas int32) error {
@@ -183,14 +326,18 @@ func newMemcached(name string, size int32) *v1alpha1.Memcached {
 	}
 }
 
-// newPod returns a pod of m's Deployment in the given phase and readiness.
+// newPod returns a pod of m's Deployment, of its current pod template, in
+// the given phase and readiness.
 func newPod(m *v1alpha1.Memcached, name string, phase corev1.PodPhase, ready bool) *corev1.Pod {
 	readiness := corev1.ConditionFalse
 	if ready {
 		readiness = corev1.ConditionTrue
 	}
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: m.Namespace, Labels: labelsForMemcached(m.Name)},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: m.Namespace, Labels: labelsForMemcached(m.Name),
+			Annotations: map[string]string{templateHashAnnotation: currentHash(m)},
+		},
 		Status: corev1.PodStatus{
 			Phase:      phase,
 			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: readiness}},

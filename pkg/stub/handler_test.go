@@ -13,6 +13,7 @@ import (
 	"github.com/operator-framework/operator-sdk/pkg/sdk"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1beta1 "k8s.io/api/policy/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -83,12 +84,49 @@ func (f *fixture) events() []string {
 	}
 }
 
-// ownedDeployment is m's Deployment as the builder makes it, with replicas.
+// ownedDeployment is m's Deployment as the operator creates it, with the
+// current template hash, and with replicas.
 func ownedDeployment(m *v1alpha1.Memcached, replicas int32) *appsv1.Deployment {
 	d := newDeploymentForMemcached(m, testImage)
 	d.UID = "uid-deployment"
 	d.Spec.Replicas = &replicas
+	d.Spec.Template.Annotations = map[string]string{templateHashAnnotation: currentHash(m)}
 	return d
+}
+
+// currentHash is the hash of the pod template m asks for, with testImage.
+func currentHash(m *v1alpha1.Memcached) string {
+	u, err := deploymentManifest(newDeploymentForMemcached(m, testImage))
+	if err != nil {
+		panic(err)
+	}
+	h, _, _ := unstructured.NestedString(u.Object, "spec", "template", "metadata", "annotations", templateHashAnnotation)
+	return h
+}
+
+// ownedService is m's Service as the operator creates it.
+func ownedService(m *v1alpha1.Memcached) *corev1.Service {
+	s := newServiceForMemcached(m)
+	s.UID = "uid-service"
+	return s
+}
+
+// ownedBudget is m's PodDisruptionBudget as the operator creates it.
+func ownedBudget(m *v1alpha1.Memcached) *policyv1beta1.PodDisruptionBudget {
+	p := newPodDisruptionBudgetForMemcached(m)
+	p.UID = "uid-pdb"
+	return p
+}
+
+// inSync returns what m has once the operator made all its children, with
+// replicas in the Deployment: a Deployment, a Service and, with more than
+// one pod, a budget.
+func inSync(m *v1alpha1.Memcached, replicas int32) []runtime.Object {
+	objs := []runtime.Object{m, ownedDeployment(m, replicas), ownedService(m)}
+	if wantsPodDisruptionBudget(m) {
+		objs = append(objs, ownedBudget(m))
+	}
+	return objs
 }
 
 // inSyncStatus is the status the handler writes for m with the named ready pods.
@@ -99,9 +137,14 @@ func inSyncStatus(m *v1alpha1.Memcached, nodes ...string) v1alpha1.MemcachedStat
 		ReadyReplicas:      int32(len(nodes)),
 		Selector:           "app=memcached,memcached_cr=" + m.Name,
 		ObservedGeneration: m.Generation,
+		ServiceName:        m.Name,
 		Conditions: []v1alpha1.MemcachedCondition{
 			{
 				Type: v1alpha1.MemcachedAvailable, Status: corev1.ConditionTrue, Reason: ReasonAllReplicasReady,
+				Message: fmt.Sprintf("%d/%d pods ready", len(nodes), m.Spec.Size), LastTransitionTime: testNow,
+			},
+			{
+				Type: v1alpha1.MemcachedProgressing, Status: corev1.ConditionFalse, Reason: ReasonComplete,
 				Message: fmt.Sprintf("%d/%d pods ready", len(nodes), m.Spec.Size), LastTransitionTime: testNow,
 			},
 			{Type: v1alpha1.MemcachedDegraded, Status: corev1.ConditionFalse, Reason: ReasonAsExpected, LastTransitionTime: testNow},

@@ -3,6 +3,7 @@ package stub
 import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1beta1 "k8s.io/api/policy/v1beta1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -36,19 +37,16 @@ func newPodInformer(kube kubernetes.Interface, namespace, selector string) cache
 	})
 }
 
-// newDeploymentInformer returns an informer on the Deployments in namespace
-// that selector matches, trimmed by trimDeployment.
-func newDeploymentInformer(kube kubernetes.Interface, namespace, selector string) cache.SharedIndexInformer {
-	deployments := kube.AppsV1().Deployments(namespace)
-	lw := trimmedListWatch(selector,
-		func(o metav1.ListOptions) (runtime.Object, error) { return deployments.List(o) },
-		deployments.Watch,
-		func(obj runtime.Object) {
-			if d, ok := obj.(*appsv1.Deployment); ok {
-				trimDeployment(d)
-			}
-		})
-	return cache.NewSharedIndexInformer(lw, &appsv1.Deployment{}, 0, cache.Indexers{
+// newTrimmedInformer returns an informer on the objects of one kind that
+// list and watchFn return, among those labelled app=memcached (see
+// ManagedSelector), trimmed by trim, indexed by namespace.
+func newTrimmedInformer[T runtime.Object](example T, list func(metav1.ListOptions) (runtime.Object, error), watchFn func(metav1.ListOptions) (watch.Interface, error), trim func(T)) cache.SharedIndexInformer {
+	lw := trimmedListWatch(ManagedSelector, list, watchFn, func(obj runtime.Object) {
+		if o, ok := obj.(T); ok {
+			trim(o)
+		}
+	})
+	return cache.NewSharedIndexInformer(lw, example, 0, cache.Indexers{
 		cache.NamespaceIndex: cache.MetaNamespaceIndexFunc,
 	})
 }
@@ -85,20 +83,52 @@ func trimmedListWatch(selector string, list func(metav1.ListOptions) (runtime.Ob
 }
 
 // trimPod keeps what the status is computed from (see status.go): the
-// pod's name, labels and deletion, and its status without addresses.
+// pod's name, labels, template hash and deletion, and its status without
+// addresses.
 func trimPod(p *corev1.Pod) {
-	p.Annotations = nil
+	p.Annotations = onlyTemplateHash(p.Annotations)
 	p.Spec = corev1.PodSpec{}
 	p.Status.HostIP = ""
 	p.Status.PodIP = ""
 	p.Status.Message = ""
 }
 
-// trimDeployment keeps what ensureOwnedAndSized reads: the Deployment's
-// name, labels, owner references, deletion and spec.replicas. The pod
-// template is dropped: the operator creates it and never compares it.
+// trimDeployment keeps what the reconcile reads: the Deployment's name,
+// labels, owner references, deletion, spec.replicas and the hash of its pod
+// template, which stands for the template (see templateHashAnnotation).
 func trimDeployment(d *appsv1.Deployment) {
 	d.Annotations = nil
-	d.Spec.Template = corev1.PodTemplateSpec{}
+	d.Spec.Template = corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Annotations: onlyTemplateHash(d.Spec.Template.Annotations)},
+	}
 	d.Status = appsv1.DeploymentStatus{}
+}
+
+// trimService keeps what ensureService compares: the Service's metadata
+// without annotations, its cluster IP, selector and ports.
+func trimService(s *corev1.Service) {
+	s.Annotations = nil
+	s.Spec = corev1.ServiceSpec{
+		ClusterIP: s.Spec.ClusterIP,
+		Selector:  s.Spec.Selector,
+		Ports:     s.Spec.Ports,
+	}
+	s.Status = corev1.ServiceStatus{}
+}
+
+// trimPodDisruptionBudget keeps what ensurePodDisruptionBudget compares: the
+// budget's metadata without annotations, and its spec.
+func trimPodDisruptionBudget(p *policyv1beta1.PodDisruptionBudget) {
+	p.Annotations = nil
+	p.Status = policyv1beta1.PodDisruptionBudgetStatus{}
+}
+
+// onlyTemplateHash returns annotations with templateHashAnnotation alone,
+// or nil without it.
+func onlyTemplateHash(annotations map[string]string) map[string]string {
+	h, ok := annotations[templateHashAnnotation]
+	if !ok {
+		return nil
+	}
+	return map[string]string{templateHashAnnotation: h}
 }

@@ -21,8 +21,8 @@ func TestTrimmedPodsGiveTheSameStatus(t *testing.T) {
 		withContainers(newPod(m, "example-c", corev1.PodPending, false), waiting("memcached", "ErrImagePull", "pull access denied")),
 	}
 	for _, p := range full {
-		p.Annotations = map[string]string{"kubectl.kubernetes.io/restartedAt": "now"}
-		p.Spec = memcachedPodSpec(testImage)
+		p.Annotations = map[string]string{"kubectl.kubernetes.io/restartedAt": "now", templateHashAnnotation: "old"}
+		p.Spec = memcachedPodSpec(m, testImage)
 		p.Status.PodIP, p.Status.HostIP = "198.18.64.7", "198.18.0.1"
 	}
 	var trimmed []*corev1.Pod
@@ -32,13 +32,15 @@ func TestTrimmedPodsGiveTheSameStatus(t *testing.T) {
 		trimmed = append(trimmed, c)
 	}
 
-	got, want := computeStatus(m, trimmed, testNow), computeStatus(m, full, testNow)
+	current := manifestHash(t, m, testImage)
+	got := computeStatus(m, observation{pods: trimmed, templateHash: current}, testNow)
+	want := computeStatus(m, observation{pods: full, templateHash: current}, testNow)
 
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("status from trimmed pods:\n got %+v\nwant %+v", got, want)
 	}
-	if !reflect.DeepEqual(trimmed[0].Spec, corev1.PodSpec{}) || trimmed[0].Annotations != nil {
-		t.Errorf("trimmed pod still holds its spec or annotations: %+v", trimmed[0])
+	if !reflect.DeepEqual(trimmed[0].Spec, corev1.PodSpec{}) || !reflect.DeepEqual(trimmed[0].Annotations, map[string]string{templateHashAnnotation: "old"}) {
+		t.Errorf("trimmed pod holds more than the template hash of its spec and annotations: %+v", trimmed[0])
 	}
 }
 
@@ -53,12 +55,34 @@ func TestTrimmedDeploymentKeepsWhatTheReconcileReads(t *testing.T) {
 	if !metav1.IsControlledBy(d, m) || *d.Spec.Replicas != 2 || d.Name != "example" || d.Labels[crLabel] != "example" {
 		t.Errorf("trimmed deployment lost what the reconcile reads: %+v", d)
 	}
-	if len(d.Spec.Template.Spec.Containers) != 0 || d.Status.ReadyReplicas != 0 {
-		t.Errorf("trimmed deployment still holds its template or status: %+v", d)
+	if templateOf(d) != manifestHash(t, m, testImage) {
+		t.Errorf("trimmed deployment lost its template hash: %+v", d.Spec.Template.ObjectMeta)
+	}
+	if len(d.Spec.Template.Spec.Containers) != 0 || d.Status.ReadyReplicas != 0 || d.Annotations != nil {
+		t.Errorf("trimmed deployment still holds its template, status or annotations: %+v", d)
 	}
 }
 
-func TestDeploymentChanged(t *testing.T) {
+func TestTrimmedServiceAndBudgetKeepWhatTheReconcileCompares(t *testing.T) {
+	m := newMemcached("example", 3)
+	s := newServiceForMemcached(m)
+	s.Annotations = map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{}"}
+	s.Spec.SessionAffinity = corev1.ServiceAffinityNone
+	want := newServiceForMemcached(m)
+	trimService(s)
+	if !reflect.DeepEqual(s, want) {
+		t.Errorf("trimmed service:\n got %+v\nwant %+v", s, want)
+	}
+	p := newPodDisruptionBudgetForMemcached(m)
+	p.Status.CurrentHealthy = 3
+	wantPDB := newPodDisruptionBudgetForMemcached(m)
+	trimPodDisruptionBudget(p)
+	if !reflect.DeepEqual(p, wantPDB) {
+		t.Errorf("trimmed budget:\n got %+v\nwant %+v", p, wantPDB)
+	}
+}
+
+func TestSpecChanged(t *testing.T) {
 	m := newMemcached("example", 2)
 	base := ownedDeployment(m, 2)
 	base.Generation = 1
@@ -78,12 +102,12 @@ func TestDeploymentChanged(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			updated := base.DeepCopy()
 			tt.change(updated)
-			if got := deploymentChanged(base, updated); got != tt.want {
+			if got := specChanged(base, updated); got != tt.want {
 				t.Errorf("got %v, want %v", got, tt.want)
 			}
 		})
 	}
-	if !deploymentChanged("not a deployment", base) {
+	if !specChanged("not a deployment", base) {
 		t.Errorf("an update of unknown objects must count as a change")
 	}
 }

@@ -11,12 +11,17 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 const (
 	// ReasonDeploymentScaled is the reason of the Normal Event recorded when
 	// the operator changes the Deployment's replicas to spec.size.
 	ReasonDeploymentScaled = "DeploymentScaled"
+	// ReasonDeploymentUpdated is the reason of the Normal Event recorded when
+	// the operator sets the Deployment's pod template to the one the spec
+	// asks for.
+	ReasonDeploymentUpdated = "DeploymentUpdated"
 )
 
 // errStale reports that a write was refused because the object changed
@@ -43,69 +48,54 @@ func (h *Handler) reconcileSteps(m *v1alpha1.Memcached) error {
 		// The garbage collector is removing m's children; recreating them would fight it.
 		return nil
 	}
-	created, f := h.ensureChildren(m)
-	if created {
+	if err := validateSpec(m); err != nil {
+		return h.updateStatus(m, "", newFailure(ReasonInvalidSpec, "%v", err))
+	}
+	manifest, err := deploymentManifest(newDeploymentForMemcached(m, h.image))
+	if err != nil {
+		return h.updateStatus(m, "", newFailure(ReasonDeploymentCreateFailed, "%v", err))
+	}
+	hash, _, _ := unstructured.NestedString(manifest.Object, "spec", "template", "metadata", "annotations", templateHashAnnotation)
+	created, f := h.ensureChildren(m, manifest)
+	if created && f == nil {
 		// The new pods take a moment to appear. Their own changes bring the
 		// reconcile that reports them, batched; this one only makes sure a
 		// reconcile comes even if none of them does.
 		h.enqueueBatched(m.Namespace + "/" + m.Name)
 		return nil
 	}
-	return h.updateStatus(m, f)
+	return h.updateStatus(m, hash, f)
 }
 
-// ensureChildren makes sure that m's Deployment exists, is m's own and runs
-// spec.size replicas. It reports whether it created the Deployment, and
-// returns the step that failed, or nil.
-func (h *Handler) ensureChildren(m *v1alpha1.Memcached) (created bool, f *failure) {
-	d, created, f := h.ensureDeployment(m)
-	if f != nil || created {
+// ensureChildren makes sure that m's Deployment, from manifest, exists, is
+// m's own and runs spec.size replicas of the current pod template, and that
+// m has its Service and, with more than one pod, its PodDisruptionBudget.
+// It reports whether it created the Deployment, and returns the step that
+// failed, or nil. The steps stop at the first failure: a Deployment that is
+// not m's, in particular, gets no Service that would route to its pods.
+func (h *Handler) ensureChildren(m *v1alpha1.Memcached, manifest *unstructured.Unstructured) (created bool, f *failure) {
+	d, created, f := ensureExists(m, deploymentChild, h.client.GetDeployment, h.client.ReadDeployment,
+		func() (*appsv1.Deployment, error) { return h.client.CreateDeployment(manifest) })
+	if f != nil {
+		return false, f
+	}
+	if !created {
+		if !metav1.IsControlledBy(d, m) {
+			// Someone else's: leave it alone, and retry in case its owner
+			// removes it.
+			return false, notOwned(m, deploymentChild, d)
+		}
+		if f := h.ensureSize(m, d); f != nil {
+			return false, f
+		}
+		if f := h.ensurePodTemplate(m, d, manifest); f != nil {
+			return false, f
+		}
+	}
+	if f := h.ensureService(m); f != nil {
 		return created, f
 	}
-	return false, h.ensureOwnedAndSized(m, d)
-}
-
-// ensureOwnedAndSized checks that d is m's own and runs spec.size replicas.
-func (h *Handler) ensureOwnedAndSized(m *v1alpha1.Memcached, d *appsv1.Deployment) *failure {
-	if !metav1.IsControlledBy(d, m) {
-		// Someone else's: leave it alone, and retry in case its owner
-		// removes it.
-		return notOwned(m, d)
-	}
-	return h.ensureSize(m, d)
-}
-
-// ensureDeployment returns the Deployment named after m, creating it first
-// when the operator's cache has none, and reports whether it created it.
-// Only a create that finds the name taken costs a read from the API server:
-// the Deployment there may be one the cache leaves out, such as someone
-// else's without the app=memcached label.
-func (h *Handler) ensureDeployment(m *v1alpha1.Memcached) (d *appsv1.Deployment, created bool, f *failure) {
-	d, err := h.client.GetDeployment(m.Namespace, m.Name)
-	if err == nil {
-		return d, false, nil
-	}
-	if !apierrors.IsNotFound(err) {
-		return nil, false, newFailure(ReasonDeploymentReadFailed, "failed to get deployment %s/%s: %v", m.Namespace, m.Name, err)
-	}
-	manifest, err := deploymentManifest(newDeploymentForMemcached(m, h.image))
-	if err != nil {
-		return nil, false, newFailure(ReasonDeploymentCreateFailed, "%v", err)
-	}
-	d, err = h.client.CreateDeployment(manifest)
-	if apierrors.IsAlreadyExists(err) {
-		if d, err = h.client.ReadDeployment(m.Namespace, m.Name); err != nil {
-			return nil, false, newFailure(ReasonDeploymentReadFailed, "failed to get deployment %s/%s: %v", m.Namespace, m.Name, err)
-		}
-		return d, false, nil
-	}
-	if err != nil {
-		return nil, false, newFailure(ReasonDeploymentCreateFailed, "failed to create deployment %s/%s: %v", m.Namespace, m.Name, err)
-	}
-	// No Event says so: the Deployment itself, its own Events and the
-	// Memcached's status do, and an Event per Memcached would cost the API
-	// server one more write each.
-	return d, true, nil
+	return created, h.ensurePodDisruptionBudget(m)
 }
 
 // ensureSize sets the Deployment's replicas to spec.size when they differ.
@@ -120,8 +110,30 @@ func (h *Handler) ensureSize(m *v1alpha1.Memcached, d *appsv1.Deployment) *failu
 	return nil
 }
 
-// updateStatus writes the status that m's pods and f, the failed step or
-// nil, call for, when it differs from the stored one, and returns f, or the
+// ensurePodTemplate sets the Deployment's pod template and strategy to
+// manifest's when the template's hash differs, which rolls the pods one at
+// a time (see newDeploymentForMemcached). A Deployment of an operator
+// version that did not annotate its template gets the current one too.
+// Edits of the template that keep its hash are left alone: the operator
+// compares hashes, not templates (see templateHashAnnotation).
+func (h *Handler) ensurePodTemplate(m *v1alpha1.Memcached, d *appsv1.Deployment, manifest *unstructured.Unstructured) *failure {
+	hash, _, _ := unstructured.NestedString(manifest.Object, "spec", "template", "metadata", "annotations", templateHashAnnotation)
+	if templateOf(d) == hash {
+		return nil
+	}
+	patch, err := templatePatch(manifest)
+	if err == nil {
+		err = h.client.PatchDeployment(d.Namespace, d.Name, patch)
+	}
+	if err != nil {
+		return newFailure(ReasonDeploymentUpdateFailed, "failed to update the pod template of deployment %s/%s: %v", d.Namespace, d.Name, err)
+	}
+	h.recorder.Eventf(m, corev1.EventTypeNormal, ReasonDeploymentUpdated, "Updated the pod template of deployment %s (template %s), rolling its pods one at a time", d.Name, hash)
+	return nil
+}
+
+// updateStatus writes the status that m's pods and Service, templateHash
+// (see observation) and f, the failed step or nil, call for, when it differs from the stored one, and returns f, or the
 // write's error.
 //
 // A failure is recorded as a Warning Event only when the stored Degraded
@@ -130,8 +142,8 @@ func (h *Handler) ensureSize(m *v1alpha1.Memcached, d *appsv1.Deployment) *failu
 // When the status cannot be written, Events are all that is left: the
 // failure and the write's error are recorded on every attempt, and client-go's
 // event correlator folds the repeats into one Event each, with a count.
-func (h *Handler) updateStatus(m *v1alpha1.Memcached, f *failure) error {
-	status, f := h.desiredStatus(m, f)
+func (h *Handler) updateStatus(m *v1alpha1.Memcached, templateHash string, f *failure) error {
+	status, f := h.desiredStatus(m, templateHash, f)
 	err := h.writeStatus(m, status)
 	switch {
 	case errors.Is(err, errStale):
@@ -155,9 +167,9 @@ func (h *Handler) updateStatus(m *v1alpha1.Memcached, f *failure) error {
 }
 
 // desiredStatus returns the status m should have after the steps before it,
-// with f, the step that failed or nil; and the failure to report, which is
-// f or, when the pods cannot be listed, that.
-func (h *Handler) desiredStatus(m *v1alpha1.Memcached, f *failure) (v1alpha1.MemcachedStatus, *failure) {
+// with templateHash and f, the step that failed or nil; and the failure to
+// report, which is f or, when the pods cannot be listed, that.
+func (h *Handler) desiredStatus(m *v1alpha1.Memcached, templateHash string, f *failure) (v1alpha1.MemcachedStatus, *failure) {
 	now := h.now()
 	if f != nil && f.reason == ReasonDeploymentNotOwned {
 		// None of the pods with m's labels are m's.
@@ -170,10 +182,21 @@ func (h *Handler) desiredStatus(m *v1alpha1.Memcached, f *failure) (v1alpha1.Mem
 		}
 		return unobservedStatus(m, f.reason, f.Error(), now), f
 	}
+	o := observation{pods: pods, templateHash: templateHash, serviceName: h.serviceName(m)}
 	if f != nil {
-		return failedStatus(m, pods, f.reason, f.Error(), now), f
+		return failedStatus(m, o, f.reason, f.Error(), now), f
 	}
-	return computeStatus(m, pods, now), nil
+	return computeStatus(m, o, now), nil
+}
+
+// serviceName returns the name of m's own Service as the cache shows it,
+// or "" when m has none.
+func (h *Handler) serviceName(m *v1alpha1.Memcached) string {
+	s, err := h.client.GetService(m.Namespace, m.Name)
+	if err != nil || !metav1.IsControlledBy(s, m) {
+		return ""
+	}
+	return s.Name
 }
 
 // reported reports whether status already holds f as its Degraded condition.

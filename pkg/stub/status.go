@@ -17,6 +17,8 @@ const (
 	// ReasonPodsStarting is the reason of a Degraded condition that is False
 	// while fewer than spec.size pods are Ready but none has failed: they are
 	// being scheduled, pulled or created, or wait for their readiness probe.
+	// It is also the reason of a Progressing condition that is True while
+	// the pods of the current template are not all Ready yet.
 	ReasonPodsStarting = "PodsStarting"
 	// ReasonDeploymentNotOwned is the reason, on the Warning Event and on the
 	// Available and Degraded conditions, used when a Deployment with the
@@ -26,6 +28,15 @@ const (
 	// ReasonAllReplicasReady is the reason of an Available condition that is
 	// True: at least spec.size pods are Ready, which a size of 0 always is.
 	ReasonAllReplicasReady = "AllReplicasReady"
+	// ReasonRollingUpdate is the reason of a Progressing condition that is
+	// True while pods of an older pod template are being replaced.
+	ReasonRollingUpdate = "RollingUpdate"
+	// ReasonScaling is the reason of a Progressing condition that is True
+	// while the number of pods differs from spec.size.
+	ReasonScaling = "Scaling"
+	// ReasonComplete is the reason of a Progressing condition that is False
+	// because spec.size pods of the current pod template are all Ready.
+	ReasonComplete = "Complete"
 	// ReasonPodsNotReady is the reason of an Available condition that is
 	// False because fewer than spec.size pods are Ready. The Degraded
 	// condition tells whether they are still starting or why they fail.
@@ -36,12 +47,23 @@ const (
 // that keeps exiting, while it waits to restart it.
 const reasonCrashLoopBackOff = "CrashLoopBackOff"
 
+// observation is what the status is computed from besides the Memcached.
+type observation struct {
+	// pods are the pods the Memcached's label selector matches.
+	pods []*corev1.Pod
+	// templateHash is the hash of the pod template the spec asks for (see
+	// templateHashAnnotation); "" when it is unknown, and then no pod
+	// counts as one of an older template.
+	templateHash string
+	// serviceName is the name of the Memcached's own Service, "" without one.
+	serviceName string
+}
+
 // computeStatus returns the status m should have when its Deployment is its
-// own and pods are the pods its label selector matches. The result depends
-// only on its inputs, so comparing it with m.Status tells whether a write is
-// needed.
-func computeStatus(m *v1alpha1.Memcached, pods []*corev1.Pod, now metav1.Time) v1alpha1.MemcachedStatus {
-	return observedStatus(m, livePods(pods), now, availableCondition(m, pods), degradedCondition(m, pods))
+// own and o holds its pods. The result depends only on its inputs, so
+// comparing it with m.Status tells whether a write is needed.
+func computeStatus(m *v1alpha1.Memcached, o observation, now metav1.Time) v1alpha1.MemcachedStatus {
+	return observedStatus(m, o, now, availableCondition(m, o.pods), progressingCondition(m, o), degradedCondition(m, o.pods))
 }
 
 // notOwnedStatus returns the status m should have while a Deployment that
@@ -49,8 +71,9 @@ func computeStatus(m *v1alpha1.Memcached, pods []*corev1.Pod, now metav1.Time) v
 // them are m's, and both conditions carry reason DeploymentNotOwned and msg,
 // whatever the pods are doing.
 func notOwnedStatus(m *v1alpha1.Memcached, msg string, now metav1.Time) v1alpha1.MemcachedStatus {
-	return observedStatus(m, nil, now,
+	return observedStatus(m, observation{}, now,
 		newCondition(v1alpha1.MemcachedAvailable, corev1.ConditionFalse, ReasonDeploymentNotOwned, msg),
+		newCondition(v1alpha1.MemcachedProgressing, corev1.ConditionFalse, ReasonDeploymentNotOwned, msg),
 		newCondition(v1alpha1.MemcachedDegraded, corev1.ConditionTrue, ReasonDeploymentNotOwned, msg))
 }
 
@@ -58,9 +81,9 @@ func notOwnedStatus(m *v1alpha1.Memcached, msg string, now metav1.Time) v1alpha1
 // failed with reason and message: the pods as computeStatus reports them, with
 // a Degraded condition that is True with that reason and message whatever the
 // pods are doing, because the failure needs a change from outside too.
-// Available still follows readiness alone.
-func failedStatus(m *v1alpha1.Memcached, pods []*corev1.Pod, reason, message string, now metav1.Time) v1alpha1.MemcachedStatus {
-	return observedStatus(m, livePods(pods), now, availableCondition(m, pods),
+// Available and Progressing still follow the pods alone.
+func failedStatus(m *v1alpha1.Memcached, o observation, reason, message string, now metav1.Time) v1alpha1.MemcachedStatus {
+	return observedStatus(m, o, now, availableCondition(m, o.pods), progressingCondition(m, o),
 		newCondition(v1alpha1.MemcachedDegraded, corev1.ConditionTrue, reason, message))
 }
 
@@ -80,19 +103,22 @@ func unobservedStatus(m *v1alpha1.Memcached, reason, message string, now metav1.
 	return status
 }
 
-// observedStatus returns m's status with the live pods and conditions, set in
-// their order so that the stored list keeps a stable order.
-func observedStatus(m *v1alpha1.Memcached, live []*corev1.Pod, now metav1.Time, conditions ...v1alpha1.MemcachedCondition) v1alpha1.MemcachedStatus {
+// observedStatus returns m's status with o's live pods and Service and the
+// conditions, set in their order so that the stored list keeps a stable
+// order.
+func observedStatus(m *v1alpha1.Memcached, o observation, now metav1.Time, conditions ...v1alpha1.MemcachedCondition) v1alpha1.MemcachedStatus {
 	stored := m.Status.Conditions
 	for _, c := range conditions {
 		stored = setCondition(stored, c, now)
 	}
+	live := livePods(o.pods)
 	return v1alpha1.MemcachedStatus{
 		Nodes:              podNames(live),
 		Replicas:           int32(len(live)),
 		ReadyReplicas:      countReady(live),
 		Selector:           selectorForMemcached(m.Name).String(),
 		ObservedGeneration: m.Generation,
+		ServiceName:        o.serviceName,
 		Conditions:         stored,
 	}
 }
@@ -108,6 +134,35 @@ func availableCondition(m *v1alpha1.Memcached, pods []*corev1.Pod) v1alpha1.Memc
 		return newCondition(v1alpha1.MemcachedAvailable, corev1.ConditionTrue, ReasonAllReplicasReady, readyMessage(ready, m.Spec.Size))
 	}
 	return newCondition(v1alpha1.MemcachedAvailable, corev1.ConditionFalse, ReasonPodsNotReady, readyMessage(ready, m.Spec.Size))
+}
+
+// progressingCondition returns m's Progressing condition when its
+// Deployment is its own and o holds its pods: True while a live pod runs an
+// older pod template (reason RollingUpdate), else while the number of live
+// pods differs from spec.size (Scaling), else while fewer than spec.size
+// are Ready (PodsStarting); False with reason Complete once spec.size pods
+// of the current template are all Ready. A pod that keeps failing keeps it
+// True: the Degraded condition says why.
+func progressingCondition(m *v1alpha1.Memcached, o observation) v1alpha1.MemcachedCondition {
+	live := livePods(o.pods)
+	var outdated int
+	for _, p := range live {
+		if o.templateHash != "" && p.Annotations[templateHashAnnotation] != o.templateHash {
+			outdated++
+		}
+	}
+	ready := countReady(live)
+	switch {
+	case outdated > 0:
+		return newCondition(v1alpha1.MemcachedProgressing, corev1.ConditionTrue, ReasonRollingUpdate,
+			fmt.Sprintf("%d of %d pods run an older pod template", outdated, len(live)))
+	case int32(len(live)) != m.Spec.Size:
+		return newCondition(v1alpha1.MemcachedProgressing, corev1.ConditionTrue, ReasonScaling,
+			fmt.Sprintf("%d pods, %d wanted", len(live), m.Spec.Size))
+	case ready < m.Spec.Size:
+		return newCondition(v1alpha1.MemcachedProgressing, corev1.ConditionTrue, ReasonPodsStarting, readyMessage(ready, m.Spec.Size))
+	}
+	return newCondition(v1alpha1.MemcachedProgressing, corev1.ConditionFalse, ReasonComplete, readyMessage(ready, m.Spec.Size))
 }
 
 // degradedCondition returns m's Degraded condition when its Deployment is its

@@ -54,7 +54,7 @@ func TestComputeStatus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := computeStatus(m, tt.pods, testNow)
+			got := computeStatus(m, observation{pods: tt.pods}, testNow)
 
 			if !reflect.DeepEqual(got.Nodes, tt.wantNodes) {
 				t.Errorf("nodes: got %#v, want %#v", got.Nodes, tt.wantNodes)
@@ -283,7 +283,7 @@ func TestAvailableCondition(t *testing.T) {
 func TestNotOwnedStatusTakesPrecedence(t *testing.T) {
 	earlier := metav1.NewTime(testNow.Add(-time.Hour))
 	m := newMemcached("example", 1)
-	m.Status = computeStatus(m, []*corev1.Pod{newPod(m, "example-a", corev1.PodRunning, true)}, earlier)
+	m.Status = computeStatus(m, observation{pods: []*corev1.Pod{newPod(m, "example-a", corev1.PodRunning, true)}}, earlier)
 
 	got := notOwnedStatus(m, "taken", testNow)
 
@@ -336,9 +336,9 @@ func TestStatusIgnoresKubeletChurn(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			stored := m.DeepCopy()
-			stored.Status = computeStatus(m, tt.before, testNow)
+			stored.Status = computeStatus(m, observation{pods: tt.before}, testNow)
 
-			got := computeStatus(stored, tt.after, metav1.NewTime(testNow.Add(time.Minute)))
+			got := computeStatus(stored, observation{pods: tt.after}, metav1.NewTime(testNow.Add(time.Minute)))
 
 			if !equality.Semantic.DeepEqual(got, stored.Status) {
 				t.Errorf("status changed:\n got %+v\nwant %+v", got, stored.Status)

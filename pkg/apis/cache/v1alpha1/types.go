@@ -25,10 +25,38 @@ type Memcached struct {
 	Status            MemcachedStatus `json:"status,omitempty"`
 }
 
-// MemcachedSpec is the desired state that users write.
+// MemcachedSpec is the desired state that users write. Only size is
+// required, as in the guide; every other field is optional and has a default
+// that suits a small cache. Changing any field but size rolls the memcached
+// pods, one at a time.
 type MemcachedSpec struct {
 	// Size is the number of memcached pods to run; the CRD bounds it to 0..100.
 	Size int32 `json:"size"`
+	// Image is the memcached container image. Empty means the operator's
+	// --memcached-image, so that one setting serves every Memcached that does
+	// not need its own.
+	Image string `json:"image,omitempty"`
+	// Resources are the memcached container's compute resources. Nil means
+	// a request of 50m CPU and 96Mi memory and a memory limit of 128Mi.
+	// When set, it replaces those defaults as a whole.
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+	// MemoryMB is memcached's item memory in megabytes, its -m option.
+	// Nil derives it from the memory limit, leaving room for what memcached
+	// needs besides items (see the README), so that the kernel does not kill
+	// a full cache; without a memory limit it is 64. The CRD refuses a value
+	// that does not fit in the memory limit in the same way.
+	MemoryMB *int32 `json:"memoryMB,omitempty"`
+	// ExtraArgs are more memcached options, each in --name=value or --flag
+	// form. The CRD accepts only options that tune the cache, never those
+	// the operator sets (port, memory, user) nor those that would stop
+	// memcached from serving (daemon, unix socket, help).
+	ExtraArgs []string `json:"extraArgs,omitempty"`
+	// NodeSelector restricts the memcached pods to nodes with these labels.
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// Tolerations let the memcached pods run on nodes with matching taints.
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// PriorityClassName is the memcached pods' priority class.
+	PriorityClassName string `json:"priorityClassName,omitempty"`
 }
 
 // MemcachedStatus is the observed state that only the operator writes.
@@ -45,6 +73,9 @@ type MemcachedStatus struct {
 	Selector string `json:"selector,omitempty"`
 	// ObservedGeneration is the metadata.generation this status was computed from.
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// ServiceName names the headless Service that gives each memcached pod
+	// a DNS name, for clients that list the servers.
+	ServiceName string `json:"serviceName,omitempty"`
 	// Conditions say whether the memcached pods are available and, when
 	// they are not, whether they are still starting or why they fail.
 	Conditions []MemcachedCondition `json:"conditions,omitempty"`
@@ -57,6 +88,11 @@ const (
 	// MemcachedAvailable is True once at least spec.size memcached pods are
 	// Ready, so a Memcached of size 0 is always available.
 	MemcachedAvailable MemcachedConditionType = "Available"
+	// MemcachedProgressing is True while the memcached pods are changing
+	// toward the spec: pods of an older pod template are being replaced,
+	// their number differs from spec.size, or some are not Ready yet. It is
+	// False once spec.size pods of the current template are all Ready.
+	MemcachedProgressing MemcachedConditionType = "Progressing"
 	// MemcachedDegraded is True while the operator cannot manage the
 	// Memcached's Deployment, because another owner holds its name or the
 	// API server refuses to create, scale or read it (a quota, RBAC or an

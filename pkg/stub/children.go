@@ -1,0 +1,179 @@
+package stub
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	policyv1beta1 "k8s.io/api/policy/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+)
+
+// childObject is a child kind's typed object.
+type childObject interface {
+	metav1.Object
+	runtime.Object
+}
+
+// children reads one kind of the Memcached's children from a trimmed cache
+// and writes them through the API server.
+type children[T childObject] struct {
+	client   rest.Interface
+	resource schema.GroupResource
+	informer cache.SharedIndexInformer
+	newObj   func() T
+	trim     func(T)
+
+	// created holds the objects this client created that the cache has not
+	// shown yet, by namespace/name, so that the reconciles right after a
+	// create need no read from the API server.
+	mu      sync.Mutex
+	created map[string]T
+}
+
+// newChildren returns the children of resource, written through client,
+// which speaks the resource's group version, and cached by informer.
+func newChildren[T childObject](client rest.Interface, resource schema.GroupResource, informer cache.SharedIndexInformer, newObj func() T, trim func(T)) *children[T] {
+	c := &children[T]{
+		client:   client,
+		resource: resource,
+		informer: informer,
+		newObj:   newObj,
+		trim:     trim,
+		created:  map[string]T{},
+	}
+	// Once the cache shows an object, in any version, it is the truth.
+	seen := func(obj interface{}) {
+		if k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			c.forget(k)
+		}
+	}
+	informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    seen,
+		UpdateFunc: func(_, obj interface{}) { seen(obj) },
+		DeleteFunc: seen,
+	})
+	return c
+}
+
+func (c *children[T]) forget(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.created, key)
+}
+
+// get reads the cache, then the objects this client created that the cache
+// has not shown yet. It never asks the API server.
+func (c *children[T]) get(namespace, name string) (T, error) {
+	key := namespace + "/" + name
+	obj, ok, err := c.informer.GetIndexer().GetByKey(key)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	if ok {
+		return obj.(T), nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if o, ok := c.created[key]; ok {
+		return o, nil
+	}
+	var zero T
+	return zero, apierrors.NewNotFound(c.resource, name)
+}
+
+// read reads the object from the API server.
+func (c *children[T]) read(namespace, name string) (T, error) {
+	o := c.newObj()
+	err := c.client.Get().Namespace(namespace).Resource(c.resource.Resource).Name(name).Do().Into(o)
+	return o, err
+}
+
+// create sends manifest as JSON, which keeps fields client-go 1.11's types
+// do not know, reads the created object back in the client's encoding, and
+// remembers it, trimmed as the cache's are, until the cache shows it.
+func (c *children[T]) create(manifest *unstructured.Unstructured) (T, error) {
+	o := c.newObj()
+	body, err := manifest.MarshalJSON()
+	if err != nil {
+		return o, fmt.Errorf("failed to encode %s %s/%s: %v", c.resource, manifest.GetNamespace(), manifest.GetName(), err)
+	}
+	err = c.client.Post().Namespace(manifest.GetNamespace()).Resource(c.resource.Resource).
+		SetHeader("Content-Type", runtime.ContentTypeJSON).Body(body).Do().Into(o)
+	if err != nil {
+		return o, err
+	}
+	c.trim(o)
+	// Add, then look: the cache's handler forgets the key after the cache
+	// stores the object, so whichever comes second wins, never a stale
+	// entry.
+	key := o.GetNamespace() + "/" + o.GetName()
+	c.mu.Lock()
+	c.created[key] = o
+	c.mu.Unlock()
+	if _, cached, _ := c.informer.GetIndexer().GetByKey(key); cached {
+		c.forget(key)
+	}
+	return o, nil
+}
+
+// patch sends a patch of type pt.
+func (c *children[T]) patch(namespace, name string, pt types.PatchType, patch []byte) error {
+	return c.client.Patch(pt).Namespace(namespace).Resource(c.resource.Resource).Name(name).Body(patch).Do().Error()
+}
+
+// delete deletes the object only while its UID is uid, so that it never
+// deletes an object that replaced the one the caller looked at.
+func (c *children[T]) delete(namespace, name string, uid types.UID) error {
+	body, err := json.Marshal(&metav1.DeleteOptions{
+		TypeMeta:      metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "DeleteOptions"},
+		Preconditions: &metav1.Preconditions{UID: &uid},
+	})
+	if err != nil {
+		return err
+	}
+	return c.client.Delete().Namespace(namespace).Resource(c.resource.Resource).Name(name).
+		SetHeader("Content-Type", runtime.ContentTypeJSON).Body(body).Do().Error()
+}
+
+// policyV1 is the group version of PodDisruptionBudgets that Kubernetes
+// serves since 1.25 removed policy/v1beta1, the only one client-go 1.11
+// knows.
+var policyV1 = schema.GroupVersion{Group: "policy", Version: "v1"}
+
+// policyScheme maps policy/v1 PodDisruptionBudgets onto client-go 1.11's
+// policy/v1beta1 types, whose JSON holds every field the operator uses
+// (selector, minAvailable, maxUnavailable) under the same names.
+var policyScheme = newPolicyScheme()
+
+// policyParameterCodec encodes list and watch options for policy/v1.
+var policyParameterCodec = runtime.NewParameterCodec(policyScheme)
+
+func newPolicyScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	s.AddKnownTypes(policyV1, &policyv1beta1.PodDisruptionBudget{}, &policyv1beta1.PodDisruptionBudgetList{})
+	metav1.AddToGroupVersion(s, policyV1)
+	return s
+}
+
+// NewPodDisruptionBudgetRESTClient returns a JSON REST client, from cfg,
+// for policy/v1 PodDisruptionBudgets as client-go 1.11's policy/v1beta1
+// types.
+func NewPodDisruptionBudgetRESTClient(cfg *rest.Config) (*rest.RESTClient, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.GroupVersion = &policyV1
+	cfg.APIPath = "/apis"
+	cfg.ContentType = runtime.ContentTypeJSON
+	cfg.AcceptContentTypes = runtime.ContentTypeJSON
+	cfg.NegotiatedSerializer = serializer.DirectCodecFactory{CodecFactory: serializer.NewCodecFactory(policyScheme)}
+	return rest.RESTClientFor(cfg)
+}

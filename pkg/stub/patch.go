@@ -1,0 +1,29 @@
+package stub
+
+import (
+	"encoding/json"
+	"sort"
+)
+
+// jsonPatchSet returns a JSON patch (RFC 6902) that sets each path to its
+// value, whole, or removes it where the value is nil. It sets with "add",
+// which replaces a member that exists and creates one that does not,
+// unlike "replace"; and, unlike a merge patch, it drops the keys of a map
+// value that the new value leaves out. Paths are applied in sorted order,
+// so equal inputs give equal patches.
+func jsonPatchSet(values map[string]interface{}) ([]byte, error) {
+	paths := make([]string, 0, len(values))
+	for p := range values {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	ops := make([]map[string]interface{}, 0, len(paths))
+	for _, p := range paths {
+		if values[p] == nil {
+			ops = append(ops, map[string]interface{}{"op": "remove", "path": p})
+			continue
+		}
+		ops = append(ops, map[string]interface{}{"op": "add", "path": p, "value": values[p]})
+	}
+	return json.Marshal(ops)
+}

@@ -1,0 +1,125 @@
+package stub
+
+import (
+	"reflect"
+
+	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// ReasonServiceUpdated is the reason of the Normal Event recorded when the
+// operator restores the selector or ports of a Memcached's Service.
+const ReasonServiceUpdated = "ServiceUpdated"
+
+// serviceChild names the Service's failures.
+var serviceChild = childKind{
+	kind:         "service",
+	readFailed:   ReasonServiceReadFailed,
+	createFailed: ReasonServiceCreateFailed,
+	notOwned:     ReasonServiceNotOwned,
+}
+
+// newServiceForMemcached returns the headless Service of m's pods: it has
+// no cluster IP, so DNS gives every Ready pod's address, and each pod has
+// a stable name there, which is how memcached clients list their servers.
+func newServiceForMemcached(m *v1alpha1.Memcached) *corev1.Service {
+	return &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: childMeta(m),
+		Spec: corev1.ServiceSpec{
+			ClusterIP: corev1.ClusterIPNone,
+			Selector:  labelsForMemcached(m.Name),
+			Ports: []corev1.ServicePort{{
+				Name:       memcachedPortName,
+				Port:       memcachedPort,
+				TargetPort: intstr.FromString(memcachedPortName),
+				Protocol:   corev1.ProtocolTCP,
+			}},
+		},
+	}
+}
+
+// ensureService makes sure that m's headless Service exists, is m's own and
+// selects m's pods on the memcached port, restoring its selector and ports
+// when someone changed them.
+func (h *Handler) ensureService(m *v1alpha1.Memcached) *failure {
+	want := newServiceForMemcached(m)
+	s, created, f := ensureExists(m, serviceChild, h.client.GetService, h.client.ReadService,
+		func() (*corev1.Service, error) {
+			manifest, err := toManifest(want)
+			if err != nil {
+				return nil, err
+			}
+			return h.client.CreateService(manifest)
+		})
+	if f != nil || created {
+		return f
+	}
+	if !metav1.IsControlledBy(s, m) {
+		return notOwned(m, serviceChild, s)
+	}
+	if s.Spec.ClusterIP != corev1.ClusterIPNone {
+		// A cluster IP cannot be removed: the Service goes, and its
+		// deletion brings the reconcile that creates it anew.
+		if err := h.client.DeleteService(s.Namespace, s.Name, s.UID); err != nil && !isGone(err) {
+			return newFailure(ReasonServiceUpdateFailed, "failed to delete service %s/%s, which has a cluster IP: %v", s.Namespace, s.Name, err)
+		}
+		return nil
+	}
+	if reflect.DeepEqual(s.Spec.Selector, want.Spec.Selector) && portsEqual(s.Spec.Ports, want.Spec.Ports) {
+		return nil
+	}
+	ports, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&corev1.ServiceSpec{Ports: want.Spec.Ports})
+	if err != nil {
+		return newFailure(ReasonServiceUpdateFailed, "failed to encode the ports of service %s/%s: %v", s.Namespace, s.Name, err)
+	}
+	patch, err := jsonPatchSet(map[string]interface{}{
+		"/spec/selector": stringMap(want.Spec.Selector),
+		"/spec/ports":    ports["ports"],
+	})
+	if err == nil {
+		err = h.client.PatchService(s.Namespace, s.Name, patch)
+	}
+	if err != nil {
+		return newFailure(ReasonServiceUpdateFailed, "failed to restore the selector and ports of service %s/%s: %v", s.Namespace, s.Name, err)
+	}
+	h.recorder.Eventf(m, corev1.EventTypeNormal, ReasonServiceUpdated, "Restored the selector and ports of service %s", s.Name)
+	return nil
+}
+
+// portsEqual reports whether got holds the ports of want, comparing what
+// the operator sets and ignoring what the API server fills in.
+func portsEqual(got, want []corev1.ServicePort) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.Name != w.Name || g.Port != w.Port || g.TargetPort != w.TargetPort || g.Protocol != w.Protocol {
+			return false
+		}
+	}
+	return true
+}
+
+// stringMap converts labels to the map type of unstructured content.
+func stringMap(labels map[string]string) map[string]interface{} {
+	out := make(map[string]interface{}, len(labels))
+	for k, v := range labels {
+		out[k] = v
+	}
+	return out
+}
+
+// toManifest returns obj as unstructured content to send to the API server.
+func toManifest(obj runtime.Object) (*unstructured.Unstructured, error) {
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	return &unstructured.Unstructured{Object: content}, nil
+}

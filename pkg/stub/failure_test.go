@@ -122,7 +122,7 @@ func TestReportsFailedSteps(t *testing.T) {
 
 func TestFailureKeepsReportingPods(t *testing.T) {
 	m := newMemcached("example", 3)
-	f := newFixture(t, m, ownedDeployment(m, 1), newPod(m, "example-a", corev1.PodRunning, true))
+	f := newFixture(t, inSync(m, 1, newPod(m, "example-a", corev1.PodRunning, true))...)
 	f.client.failOn["scale deployment"] = forbidden("patch")
 
 	if err := f.handle(m, false); err == nil {
@@ -162,6 +162,7 @@ func TestRepeatedFailureIsReportedOnce(t *testing.T) {
 		"get deployment test/example",
 		"create deployment test/example",
 		"list pods test app=memcached,memcached_cr=example",
+		"get service test/example",
 	})
 	if len(f.client.statuses) != 1 {
 		t.Errorf("wrote status %d times in %d attempts, want 1", len(f.client.statuses), retries)
@@ -252,7 +253,7 @@ func TestFailedStatusWriteIsAnEvent(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := newMemcached("example", 1)
-			f := newFixture(t, m, ownedDeployment(m, 1))
+			f := newFixture(t, inSync(m, 1)...)
 			f.client.failOn["update memcached/status"] = writeErr
 			if tt.failCreate {
 				f = newFixture(t, m)

@@ -118,15 +118,15 @@ func ownedBudget(m *v1alpha1.Memcached) *policyv1beta1.PodDisruptionBudget {
 	return p
 }
 
-// inSync returns what m has once the operator made all its children, with
+// inSync returns m with the children the operator made for it, with
 // replicas in the Deployment: a Deployment, a Service and, with more than
-// one pod, a budget.
-func inSync(m *v1alpha1.Memcached, replicas int32) []runtime.Object {
+// one pod, a budget; and then more, such as pods.
+func inSync(m *v1alpha1.Memcached, replicas int32, more ...runtime.Object) []runtime.Object {
 	objs := []runtime.Object{m, ownedDeployment(m, replicas), ownedService(m)}
 	if wantsPodDisruptionBudget(m) {
 		objs = append(objs, ownedBudget(m))
 	}
-	return objs
+	return append(objs, more...)
 }
 
 // inSyncStatus is the status the handler writes for m with the named ready pods.
@@ -162,11 +162,16 @@ func condition(status v1alpha1.MemcachedStatus, typ v1alpha1.MemcachedConditionT
 	return nil
 }
 
-// createActions are the calls of a reconcile that creates example's
-// Deployment; the status waits for the next reconcile, which it queues.
+// createActions are the calls of a reconcile that creates the children of
+// example, of size 2 or more; the status waits for the next reconcile,
+// which it queues.
 var createActions = []string{
 	"get deployment test/example",
 	"create deployment test/example",
+	"get service test/example",
+	"create service test/example",
+	"get poddisruptionbudget test/example",
+	"create poddisruptionbudget test/example",
 }
 
 func TestCreatesDeployment(t *testing.T) {
@@ -184,15 +189,27 @@ func TestCreatesDeployment(t *testing.T) {
 	}
 	checkActions(t, f.client.actions, []string{
 		"get deployment test/example",
+		"get service test/example",
+		"get poddisruptionbudget test/example",
 		"list pods test app=memcached,memcached_cr=example",
+		"get service test/example",
 		"update memcached/status test/example",
 	})
-	if len(f.client.created) != 1 {
-		t.Fatalf("created %d deployments, want 1", len(f.client.created))
+	if len(f.client.created) != 3 {
+		t.Fatalf("created %d objects, want a Deployment, a Service and a PodDisruptionBudget", len(f.client.created))
 	}
 	want, err := deploymentManifest(newDeploymentForMemcached(m, testImage))
 	if err != nil {
 		t.Fatal(err)
+	}
+	for i, obj := range []runtime.Object{newServiceForMemcached(m), newPodDisruptionBudgetForMemcached(m)} {
+		manifest, err := toManifest(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(f.client.created[i+1], manifest) {
+			t.Errorf("created %s:\n got %v\nwant %v", manifest.GetKind(), f.client.created[i+1], manifest)
+		}
 	}
 	if !reflect.DeepEqual(f.client.created[0], want) {
 		t.Errorf("created deployment:\n got %v\nwant %v", f.client.created[0], want)
@@ -216,7 +233,7 @@ func TestScalesToSpecSize(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := newMemcached("example", tt.size)
-			f := newFixture(t, m, ownedDeployment(m, tt.replicas))
+			f := newFixture(t, inSync(m, tt.replicas)...)
 
 			if err := f.handle(m, false); err != nil {
 				t.Fatalf("Handle: %v", err)
@@ -225,7 +242,10 @@ func TestScalesToSpecSize(t *testing.T) {
 			checkActions(t, f.client.actions, []string{
 				"get deployment test/example",
 				tt.want,
+				"get service test/example",
+				"get poddisruptionbudget test/example",
 				"list pods test app=memcached,memcached_cr=example",
+				"get service test/example",
 				"update memcached/status test/example",
 			})
 			wantEvent := fmt.Sprintf("Normal DeploymentScaled Scaled deployment example to %d replicas", tt.size)
@@ -238,12 +258,12 @@ func TestScalesToSpecSize(t *testing.T) {
 
 func TestWritesSortedNodes(t *testing.T) {
 	m := newMemcached("example", 3)
-	f := newFixture(t, m, ownedDeployment(m, 3),
+	f := newFixture(t, inSync(m, 3,
 		newPod(m, "example-c", corev1.PodRunning, true),
 		newPod(m, "example-a", corev1.PodRunning, true),
 		newPod(m, "example-b", corev1.PodRunning, true),
 		newPod(newMemcached("other", 1), "other-a", corev1.PodRunning, true),
-	)
+	)...)
 
 	if err := f.handle(m, false); err != nil {
 		t.Fatalf("Handle: %v", err)
@@ -260,10 +280,10 @@ func TestWritesSortedNodes(t *testing.T) {
 func TestWritesNothingWhenInSync(t *testing.T) {
 	m := newMemcached("example", 2)
 	m.Status = inSyncStatus(m, "example-a", "example-b")
-	f := newFixture(t, m, ownedDeployment(m, 2),
+	f := newFixture(t, inSync(m, 2,
 		newPod(m, "example-b", corev1.PodRunning, true),
 		newPod(m, "example-a", corev1.PodRunning, true),
-	)
+	)...)
 
 	if err := f.handle(m, false); err != nil {
 		t.Fatalf("Handle: %v", err)
@@ -271,7 +291,10 @@ func TestWritesNothingWhenInSync(t *testing.T) {
 
 	checkActions(t, f.client.actions, []string{
 		"get deployment test/example",
+		"get service test/example",
+		"get poddisruptionbudget test/example",
 		"list pods test app=memcached,memcached_cr=example",
+		"get service test/example",
 	})
 	if got := f.events(); len(got) != 0 {
 		t.Errorf("events: got %q, want none", got)
@@ -290,8 +313,8 @@ func TestReportsCrashLoopingPods(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := newMemcached("example", 1)
-			f := newFixture(t, m, ownedDeployment(m, 1),
-				withContainers(newPod(m, "example-a", corev1.PodRunning, false), crashLooping("example-a", "10s", 1)))
+			f := newFixture(t, inSync(m, 1,
+				withContainers(newPod(m, "example-a", corev1.PodRunning, false), crashLooping("example-a", "10s", 1)))...)
 
 			if err := f.handle(m, false); err != nil {
 				t.Fatalf("Handle: %v", err)
@@ -299,7 +322,10 @@ func TestReportsCrashLoopingPods(t *testing.T) {
 
 			checkActions(t, f.client.actions, []string{
 				"get deployment test/example",
+				"get service test/example",
+				"get poddisruptionbudget test/example",
 				"list pods test app=memcached,memcached_cr=example",
+				"get service test/example",
 				"update memcached/status test/example",
 			})
 			if len(f.client.statuses) != 1 {
@@ -330,7 +356,10 @@ func TestReportsCrashLoopingPods(t *testing.T) {
 
 			checkActions(t, f.client.actions, []string{
 				"get deployment test/example",
+				"get service test/example",
+				"get poddisruptionbudget test/example",
 				"list pods test app=memcached,memcached_cr=example",
+				"get service test/example",
 			})
 		})
 	}
@@ -432,19 +461,25 @@ func TestChildChangesReconcileTheirMemcached(t *testing.T) {
 		},
 		{
 			name:    "edited replicas are restored",
-			objects: []runtime.Object{m, ownedDeployment(m, 5), podA, podB},
+			objects: inSync(m, 5, podA, podB),
 			want: []string{
 				"get deployment test/example",
 				"scale deployment test/example 2",
+				"get service test/example",
+				"get poddisruptionbudget test/example",
 				"list pods test app=memcached,memcached_cr=example",
+				"get service test/example",
 			},
 		},
 		{
 			name:    "deleted pod updates status",
-			objects: []runtime.Object{m, ownedDeployment(m, 2), podA},
+			objects: inSync(m, 2, podA),
 			want: []string{
 				"get deployment test/example",
+				"get service test/example",
+				"get poddisruptionbudget test/example",
 				"list pods test app=memcached,memcached_cr=example",
+				"get service test/example",
 				"update memcached/status test/example",
 			},
 		},
@@ -491,7 +526,7 @@ func TestChildChangeIsRetriedOnError(t *testing.T) {
 
 func TestStaleStatusWriteIsRetriedThroughTheQueue(t *testing.T) {
 	m := newMemcached("example", 1)
-	f := newFixture(t, m, ownedDeployment(m, 1))
+	f := newFixture(t, inSync(m, 1)...)
 	f.client.failOn["update memcached/status"] = apierrors.NewConflict(
 		schema.GroupResource{Group: v1alpha1.GroupName, Resource: v1alpha1.Resource}, "example", errors.New("modified"))
 
@@ -508,7 +543,7 @@ func TestStaleStatusWriteIsRetriedThroughTheQueue(t *testing.T) {
 
 func TestStatusWriteForDeletedMemcachedIsNoError(t *testing.T) {
 	m := newMemcached("example", 1)
-	f := newFixture(t, m, ownedDeployment(m, 1))
+	f := newFixture(t, inSync(m, 1)...)
 	f.client.failOn["update memcached/status"] = apierrors.NewNotFound(
 		schema.GroupResource{Group: v1alpha1.GroupName, Resource: v1alpha1.Resource}, "example")
 
@@ -552,7 +587,7 @@ func TestEnqueueOwner(t *testing.T) {
 
 func TestToleratesConcurrentCreate(t *testing.T) {
 	m := newMemcached("example", 1)
-	f := newFixture(t, m)
+	f := newFixture(t, m, ownedService(m))
 	// Another reconcile creates the Deployment between our read and our create.
 	first := true
 	f.handler.client = &racingClient{fakeClient: f.client, beforeCreate: func() {
@@ -570,7 +605,10 @@ func TestToleratesConcurrentCreate(t *testing.T) {
 		"get deployment test/example",
 		"create deployment test/example",
 		"read deployment test/example",
+		"get service test/example",
+		"get poddisruptionbudget test/example",
 		"list pods test app=memcached,memcached_cr=example",
+		"get service test/example",
 		"update memcached/status test/example",
 	})
 	if got := f.events(); len(got) != 0 {
@@ -628,7 +666,7 @@ func boolPtr(b bool) *bool { return &b }
 func TestStatusWriteUpdatesTheStoredMemcached(t *testing.T) {
 	m := newMemcached("example", 1)
 	m.ResourceVersion = "1"
-	f := newFixture(t, m, ownedDeployment(m, 1), newPod(m, "example-a", corev1.PodRunning, true))
+	f := newFixture(t, inSync(m, 1, newPod(m, "example-a", corev1.PodRunning, true))...)
 
 	if err := f.handle(m, false); err != nil {
 		t.Fatal(err)
@@ -684,7 +722,7 @@ func TestMemcachedStoreUpdateKeepsWhatTheSDKDeliveredSince(t *testing.T) {
 
 func TestChildUpdatesAreBatched(t *testing.T) {
 	m := newMemcached("example", 2)
-	f := newFixture(t, m, ownedDeployment(m, 2))
+	f := newFixture(t, inSync(m, 2)...)
 	f.handler.BatchChildUpdates(50 * time.Millisecond)
 
 	for range 5 {

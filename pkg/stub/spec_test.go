@@ -172,7 +172,9 @@ func TestTemplateHashFollowsThePodTemplateOnly(t *testing.T) {
 		{name: "resources", change: func(m *v1alpha1.Memcached) { m.Spec.Resources = withMemoryLimit("1Gi") }},
 		{name: "extra args", change: func(m *v1alpha1.Memcached) { m.Spec.ExtraArgs = []string{"--threads=8"} }},
 		{name: "node selector", change: func(m *v1alpha1.Memcached) { m.Spec.NodeSelector = map[string]string{"a": "b"} }},
-		{name: "tolerations", change: func(m *v1alpha1.Memcached) { m.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}} }},
+		{name: "tolerations", change: func(m *v1alpha1.Memcached) {
+			m.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+		}},
 		{name: "priority class", change: func(m *v1alpha1.Memcached) { m.Spec.PriorityClassName = "high" }},
 	}
 	want := manifestHash(t, base, testImage)

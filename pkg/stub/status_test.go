@@ -68,7 +68,7 @@ func TestComputeStatus(t *testing.T) {
 			if got.ObservedGeneration != m.Generation {
 				t.Errorf("observedGeneration: got %d, want %d", got.ObservedGeneration, m.Generation)
 			}
-			want := []v1alpha1.MemcachedCondition{availableCondition(m, tt.pods), degradedCondition(m, tt.pods)}
+			want := []v1alpha1.MemcachedCondition{availableCondition(m, tt.pods), progressingCondition(m, observation{pods: tt.pods}), degradedCondition(m, tt.pods)}
 			for i := range want {
 				want[i].LastTransitionTime = testNow
 			}
@@ -289,6 +289,8 @@ func TestNotOwnedStatusTakesPrecedence(t *testing.T) {
 
 	want := []v1alpha1.MemcachedCondition{
 		{Type: v1alpha1.MemcachedAvailable, Status: corev1.ConditionFalse, Reason: ReasonDeploymentNotOwned, Message: "taken", LastTransitionTime: testNow},
+		// Progressing was False already: its transition time stays.
+		{Type: v1alpha1.MemcachedProgressing, Status: corev1.ConditionFalse, Reason: ReasonDeploymentNotOwned, Message: "taken", LastTransitionTime: earlier},
 		{Type: v1alpha1.MemcachedDegraded, Status: corev1.ConditionTrue, Reason: ReasonDeploymentNotOwned, Message: "taken", LastTransitionTime: testNow},
 	}
 	if !reflect.DeepEqual(got.Conditions, want) {
@@ -397,6 +399,79 @@ func TestSetCondition(t *testing.T) {
 			}
 			if !reflect.DeepEqual(existing, tt.existing) {
 				t.Errorf("setCondition modified its input: %+v", existing)
+			}
+		})
+	}
+}
+
+func TestProgressingCondition(t *testing.T) {
+	m := newMemcached("example", 2)
+	current := currentHash(m)
+	old := func(p *corev1.Pod) *corev1.Pod {
+		p.Annotations = map[string]string{templateHashAnnotation: "older"}
+		return p
+	}
+	unannotated := func(p *corev1.Pod) *corev1.Pod {
+		p.Annotations = nil
+		return p
+	}
+	deleting := old(newPod(m, "example-old-going", corev1.PodRunning, true))
+	deleting.DeletionTimestamp = &testNow
+	tests := []struct {
+		name       string
+		pods       []*corev1.Pod
+		hash       string
+		wantStatus corev1.ConditionStatus
+		wantReason string
+		wantMsg    string
+	}{
+		{
+			name:       "complete",
+			pods:       []*corev1.Pod{newPod(m, "example-a", corev1.PodRunning, true), newPod(m, "example-b", corev1.PodRunning, true)},
+			hash:       current,
+			wantStatus: corev1.ConditionFalse, wantReason: ReasonComplete, wantMsg: "2/2 pods ready",
+		},
+		{
+			name:       "rolling: one pod of an older template",
+			pods:       []*corev1.Pod{newPod(m, "example-a", corev1.PodRunning, true), old(newPod(m, "example-b", corev1.PodRunning, true)), newPod(m, "example-c", corev1.PodPending, false)},
+			hash:       current,
+			wantStatus: corev1.ConditionTrue, wantReason: ReasonRollingUpdate, wantMsg: "1 of 3 pods run an older pod template",
+		},
+		{
+			name:       "a pod of an operator that did not annotate is older",
+			pods:       []*corev1.Pod{unannotated(newPod(m, "example-a", corev1.PodRunning, true)), newPod(m, "example-b", corev1.PodRunning, true)},
+			hash:       current,
+			wantStatus: corev1.ConditionTrue, wantReason: ReasonRollingUpdate, wantMsg: "1 of 2 pods run an older pod template",
+		},
+		{
+			name:       "an older pod being deleted no longer counts",
+			pods:       []*corev1.Pod{newPod(m, "example-a", corev1.PodRunning, true), newPod(m, "example-b", corev1.PodRunning, true), deleting},
+			hash:       current,
+			wantStatus: corev1.ConditionFalse, wantReason: ReasonComplete, wantMsg: "2/2 pods ready",
+		},
+		{
+			name:       "scaling",
+			pods:       []*corev1.Pod{newPod(m, "example-a", corev1.PodRunning, true)},
+			hash:       current,
+			wantStatus: corev1.ConditionTrue, wantReason: ReasonScaling, wantMsg: "1 pods, 2 wanted",
+		},
+		{
+			name:       "starting",
+			pods:       []*corev1.Pod{newPod(m, "example-a", corev1.PodRunning, true), newPod(m, "example-b", corev1.PodRunning, false)},
+			hash:       current,
+			wantStatus: corev1.ConditionTrue, wantReason: ReasonPodsStarting, wantMsg: "1/2 pods ready",
+		},
+		{
+			name:       "unknown template: older pods are not told apart",
+			pods:       []*corev1.Pod{old(newPod(m, "example-a", corev1.PodRunning, true)), newPod(m, "example-b", corev1.PodRunning, true)},
+			wantStatus: corev1.ConditionFalse, wantReason: ReasonComplete, wantMsg: "2/2 pods ready",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := progressingCondition(m, observation{pods: tt.pods, templateHash: tt.hash})
+			if got.Type != v1alpha1.MemcachedProgressing || got.Status != tt.wantStatus || got.Reason != tt.wantReason || got.Message != tt.wantMsg {
+				t.Errorf("got %s=%s %s %q, want Progressing=%s %s %q", got.Type, got.Status, got.Reason, got.Message, tt.wantStatus, tt.wantReason, tt.wantMsg)
 			}
 		})
 	}

@@ -1,0 +1,182 @@
+package stub
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1beta1 "k8s.io/api/policy/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+func TestRollsThePodTemplateWhenTheSpecChanges(t *testing.T) {
+	m := newMemcached("example", 2)
+	before := ownedDeployment(m, 2)
+	m.Spec.Image = "registry.local/memcached:1.6.99"
+	f := newFixture(t, m, before, ownedService(m), ownedBudget(m))
+
+	if err := f.handle(m, false); err != nil {
+		t.Fatalf("Handle: %v", err)
+	}
+
+	checkActions(t, f.client.actions, []string{
+		"get deployment test/example",
+		"patch deployment test/example",
+		"get service test/example",
+		"get poddisruptionbudget test/example",
+		"list pods test app=memcached,memcached_cr=example",
+		"get service test/example",
+		"update memcached/status test/example",
+	})
+	d := f.client.deployments["test/example"]
+	if got, want := templateOf(d), currentHash(m); got != want || got == templateOf(before) {
+		t.Errorf("template hash after the patch: got %q, want %q", got, want)
+	}
+	if img := d.Spec.Template.Spec.Containers[0].Image; img != m.Spec.Image {
+		t.Errorf("image after the patch: got %q, want %q", img, m.Spec.Image)
+	}
+	if *d.Spec.Replicas != 2 || d.UID != before.UID {
+		t.Errorf("the patch changed more than the template: replicas %d, UID %s", *d.Spec.Replicas, d.UID)
+	}
+	if got := f.events(); len(got) != 1 || !strings.HasPrefix(got[0], "Normal "+ReasonDeploymentUpdated+" ") {
+		t.Errorf("events: got %q, want one Normal %s", got, ReasonDeploymentUpdated)
+	}
+}
+
+func TestRepairsTheService(t *testing.T) {
+	m := newMemcached("example", 1)
+	edited := ownedService(m)
+	edited.Spec.Selector = map[string]string{"app": "memcached", "memcached_cr": "example", "extra": "x"}
+	edited.Spec.Ports[0].Port = 80
+	withIP := ownedService(m)
+	withIP.Spec.ClusterIP = "10.0.0.7"
+	foreign := newServiceForMemcached(m)
+	foreign.OwnerReferences = nil
+	tests := []struct {
+		name       string
+		svc        *corev1.Service
+		wantAction string
+		wantErr    string
+		wantName   string
+	}{
+		{name: "selector and ports restored", svc: edited, wantAction: "patch service test/example", wantName: "example"},
+		// Deleted: its deletion brings the reconcile that creates it anew.
+		{name: "a cluster IP cannot be patched away", svc: withIP, wantAction: "delete service test/example"},
+		{name: "someone else's is left alone", svc: foreign, wantErr: "service test/example already exists and is not controlled by memcached example"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, m, ownedDeployment(m, 1), tt.svc)
+
+			err := f.handle(m, false)
+
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || err.Error() != tt.wantErr) {
+				t.Fatalf("Handle: got %v, want %q", err, tt.wantErr)
+			}
+			var writes []string
+			for _, a := range f.client.actions {
+				if !strings.HasPrefix(a, "get ") && !strings.HasPrefix(a, "list ") && !strings.HasPrefix(a, "update memcached/status") {
+					writes = append(writes, a)
+				}
+			}
+			if got := strings.Join(writes, ","); got != tt.wantAction {
+				t.Errorf("writes: got %q, want %q", writes, tt.wantAction)
+			}
+			if tt.wantAction == "patch service test/example" {
+				s := f.client.services["test/example"]
+				if !portsEqual(s.Spec.Ports, newServiceForMemcached(m).Spec.Ports) || len(s.Spec.Selector) != 2 {
+					t.Errorf("service after the patch: selector %v ports %+v", s.Spec.Selector, s.Spec.Ports)
+				}
+			}
+			status := f.client.statuses[len(f.client.statuses)-1]
+			if status.ServiceName != tt.wantName {
+				t.Errorf("status.serviceName: got %q, want %q", status.ServiceName, tt.wantName)
+			}
+			if tt.wantErr != "" {
+				if c := condition(status, v1alpha1.MemcachedDegraded); c == nil || c.Reason != ReasonServiceNotOwned {
+					t.Errorf("Degraded: got %+v, want reason %s", c, ReasonServiceNotOwned)
+				}
+			}
+		})
+	}
+}
+
+func TestBudgetFollowsSize(t *testing.T) {
+	foreign := func(m *v1alpha1.Memcached) *policyv1beta1.PodDisruptionBudget {
+		p := ownedBudget(m)
+		p.OwnerReferences = nil
+		return p
+	}
+	minAvailable := intstr.FromInt(2)
+	tests := []struct {
+		name       string
+		size       int32
+		budget     func(m *v1alpha1.Memcached) *policyv1beta1.PodDisruptionBudget
+		wantAction string
+		wantBudget bool
+	}{
+		{name: "size 1 removes its own budget", size: 1, budget: ownedBudget, wantAction: "delete poddisruptionbudget test/example"},
+		{name: "size 0 removes its own budget", size: 0, budget: ownedBudget, wantAction: "delete poddisruptionbudget test/example"},
+		{name: "size 1 leaves someone else's", size: 1, budget: foreign, wantBudget: true},
+		{name: "size 3 creates one", size: 3, wantAction: "create poddisruptionbudget test/example", wantBudget: true},
+		{name: "size 3 keeps its own", size: 3, budget: ownedBudget, wantBudget: true},
+		{name: "an edited budget is restored", size: 3, budget: func(m *v1alpha1.Memcached) *policyv1beta1.PodDisruptionBudget {
+			p := ownedBudget(m)
+			p.Spec.MaxUnavailable = nil
+			p.Spec.MinAvailable = &minAvailable
+			return p
+		}, wantAction: "patch poddisruptionbudget test/example", wantBudget: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newMemcached("example", tt.size)
+			f := newFixture(t, m, ownedDeployment(m, tt.size), ownedService(m))
+			if tt.budget != nil {
+				f.client.pdbs["test/example"] = tt.budget(m)
+			}
+
+			if err := f.handle(m, false); err != nil {
+				t.Fatalf("Handle: %v", err)
+			}
+
+			var writes []string
+			for _, a := range f.client.actions {
+				if strings.Contains(a, "poddisruptionbudget") && !strings.HasPrefix(a, "get ") {
+					writes = append(writes, a)
+				}
+			}
+			if got := strings.Join(writes, ","); got != tt.wantAction {
+				t.Errorf("budget writes: got %q, want %q", got, tt.wantAction)
+			}
+			p, ok := f.client.pdbs["test/example"]
+			if ok != tt.wantBudget {
+				t.Fatalf("budget exists: got %v, want %v", ok, tt.wantBudget)
+			}
+			if ok && metav1.IsControlledBy(p, m) && (p.Spec.MinAvailable != nil || p.Spec.MaxUnavailable == nil || p.Spec.MaxUnavailable.IntValue() != 1) {
+				t.Errorf("own budget: minAvailable %v maxUnavailable %v, want maxUnavailable 1 alone", p.Spec.MinAvailable, p.Spec.MaxUnavailable)
+			}
+		})
+	}
+}
+
+func TestInvalidSpecChangesNothing(t *testing.T) {
+	m := newMemcached("example", 2)
+	f := newFixture(t, m)
+	m.Spec.ExtraArgs = []string{"--port=1"}
+
+	err := f.handle(m, false)
+
+	if err == nil || !strings.Contains(err.Error(), `"--port=1"`) {
+		t.Fatalf("Handle: got %v, want the invalid argument named", err)
+	}
+	checkActions(t, f.client.actions, []string{
+		"list pods test app=memcached,memcached_cr=example",
+		"get service test/example",
+		"update memcached/status test/example",
+	})
+	if c := condition(f.client.statuses[0], v1alpha1.MemcachedDegraded); c == nil || c.Status != corev1.ConditionTrue || c.Reason != ReasonInvalidSpec {
+		t.Errorf("Degraded: got %+v, want True with reason %s", c, ReasonInvalidSpec)
+	}
+}

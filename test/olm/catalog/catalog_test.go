@@ -119,8 +119,19 @@ func TestRenderDescribesRealCRDFields(t *testing.T) {
 	if len(owned) != 1 || owned[0].Name != "memcacheds.cache.example.com" || owned[0].Version != "v1alpha1" || owned[0].Kind != "Memcached" {
 		t.Fatalf("owned CRDs: got %+v", owned)
 	}
-	if got := owned[0].SpecDescriptors; len(got) != 1 || got[0].Path != "size" || !reflect.DeepEqual(got[0].XDescriptors, []string{xPodCount}) {
-		t.Errorf("spec descriptors: got %+v, want size as a pod count", got)
+	got := owned[0].SpecDescriptors
+	if len(got) == 0 || got[0].Path != "size" || !reflect.DeepEqual(got[0].XDescriptors, []string{xPodCount}) {
+		t.Errorf("spec descriptors: got %+v, want size first, as a pod count", got)
+	}
+	var specPaths []string
+	for _, s := range got {
+		specPaths = append(specPaths, s.Path)
+		if s.Description == "" {
+			t.Errorf("spec descriptor %s has no description", s.Path)
+		}
+	}
+	if want := []string{"size", "image", "resources", "memoryMB", "priorityClassName"}; !reflect.DeepEqual(specPaths, want) {
+		t.Errorf("spec descriptors: got %v, want %v", specPaths, want)
 	}
 	var paths []string
 	for _, s := range owned[0].StatusDescriptors {
@@ -129,7 +140,7 @@ func TestRenderDescribesRealCRDFields(t *testing.T) {
 			t.Errorf("status descriptor %s has no description", s.Path)
 		}
 	}
-	if !reflect.DeepEqual(paths, []string{"nodes", "readyReplicas", "conditions"}) {
+	if !reflect.DeepEqual(paths, []string{"nodes", "readyReplicas", "serviceName", "conditions"}) {
 		t.Errorf("status descriptors: got %v", paths)
 	}
 }

@@ -20,8 +20,8 @@ const (
 	// seccompProfile field and Pod Security admission that deploy/operator.yaml is written for.
 	minKubeVersion = "1.25.0"
 	// capabilities is the operator's capability level. Level 1, Basic Install: the operator
-	// installs and scales memcached, but does not yet upgrade the memcached version it runs
-	// (level 2), even though OLM upgrades the operator itself without touching memcached pods.
+	// installs, scales and rolls memcached to the image and settings a resource asks for, but
+	// never picks or upgrades the memcached version itself (level 2).
 	capabilities = "Basic Install"
 	// maturity is the release maturity shown in catalogs; 0.0.x releases are alpha.
 	maturity   = "alpha"
@@ -33,6 +33,13 @@ const (
 	xPodCount = "urn:alm:descriptor:com.tectonic.ui:podCount"
 	// xConditions is the console descriptor for a list of Kubernetes conditions.
 	xConditions = "urn:alm:descriptor:io.kubernetes.conditions"
+	// xText and xNumber are the console descriptors of a field edited as text or a number.
+	xText   = "urn:alm:descriptor:com.tectonic.ui:text"
+	xNumber = "urn:alm:descriptor:com.tectonic.ui:number"
+	// xResources is the console descriptor of a container's requests and limits.
+	xResources = "urn:alm:descriptor:com.tectonic.ui:resourceRequirements"
+	// xService is the console descriptor of the name of a Service, shown as a link to it.
+	xService = "urn:alm:descriptor:io.kubernetes:Service"
 )
 
 //go:embed description.md
@@ -61,6 +68,10 @@ type descriptor struct {
 var (
 	specDescriptors = []descriptor{
 		{path: "size", displayName: "Size", xDescriptors: []string{xPodCount}},
+		{path: "image", displayName: "Image", xDescriptors: []string{xText}},
+		{path: "resources", displayName: "Resources", xDescriptors: []string{xResources}},
+		{path: "memoryMB", displayName: "Cache Memory (MB)", xDescriptors: []string{xNumber}},
+		{path: "priorityClassName", displayName: "Priority Class", xDescriptors: []string{xText}},
 	}
 	// statusDescriptors describe status fields for display. status.nodes gets no console
 	// x-descriptor on purpose: the guide's podStatuses descriptor expects a map from pod phase
@@ -69,6 +80,7 @@ var (
 	statusDescriptors = []descriptor{
 		{path: "nodes", displayName: "Nodes"},
 		{path: "readyReplicas", displayName: "Ready Pods"},
+		{path: "serviceName", displayName: "Service", xDescriptors: []string{xService}},
 		{path: "conditions", displayName: "Conditions", xDescriptors: []string{xConditions}},
 	}
 )

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -52,11 +53,18 @@ func TestCreate(t *testing.T) {
 		}
 	})
 	t.Run("kubectl shows the printer columns and the short name", func(t *testing.T) {
+		// The columns are the CRD's (SIZE, READY, AVAILABLE), then AGE; the
+		// values are those of a converged Memcached of size 3.
 		out := ns.run("get", "mc", "cache")
-		for _, want := range []string{"DESIRED", "READY", "AGE", "cache"} {
-			if !strings.Contains(out, want) {
-				t.Errorf("kubectl get mc cache = %q, want it to contain %q", out, want)
-			}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != 2 {
+			t.Fatalf("kubectl get mc cache = %q, want a header and one row", out)
+		}
+		if got, want := strings.Fields(lines[0]), []string{"NAME", "SIZE", "READY", "AVAILABLE", "AGE"}; !slices.Equal(got, want) {
+			t.Errorf("kubectl get mc cache columns = %q, want %q", got, want)
+		}
+		if got, want := strings.Fields(lines[1]), []string{"cache", "3", "3", "True"}; len(got) != 5 || !slices.Equal(got[:4], want) {
+			t.Errorf("kubectl get mc cache row = %q, want %q and an age", got, want)
 		}
 	})
 }

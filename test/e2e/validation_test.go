@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -116,12 +118,129 @@ func badInputs() []badInput {
 				}
 			},
 		},
+		// spec.extraArgs: each item one memcached option that tunes the
+		// cache, never one the operator sets (port, memory) nor one that
+		// stops memcached from serving, nor two options in one item.
+		refused("extraArgs with a short option", "short-option", "spec:\n  size: 1\n  extraArgs: [\"-p 1\"]\n", extraArgRefusedAt(0, `"-p 1"`)),
+		refused("extraArgs setting the port", "port-arg", "spec:\n  size: 1\n  extraArgs: [\"--port=1\"]\n", extraArgRefusedAt(0, `"--port=1"`)),
+		refused("extraArgs setting the memory", "memory-arg", "spec:\n  size: 1\n  extraArgs: [\"--memory-limit=10\"]\n", extraArgRefusedAt(0, `"--memory-limit=10"`)),
+		refused("extraArgs daemonizing memcached", "daemon-arg", "spec:\n  size: 1\n  extraArgs: [\"--daemon\"]\n", extraArgRefusedAt(0, `"--daemon"`)),
+		refused("two options in one extraArgs item", "two-in-one", "spec:\n  size: 1\n  extraArgs: [\"--conn-limit=1 --port=2\"]\n", extraArgRefusedAt(0, `"--conn-limit=1 --port=2"`)),
+		refused("extraArgs value with a space", "value-space", "spec:\n  size: 1\n  extraArgs: [\"--extended=a b\"]\n", extraArgRefusedAt(0, `"--extended=a b"`)),
+		refused("a bad extraArgs item after a good one", "second-arg", "spec:\n  size: 1\n  extraArgs: [\"--threads=2\", \"--port=1\"]\n", extraArgRefusedAt(1, `"--port=1"`)),
+		{
+			name: "allowed extraArgs go before the operator's options", object: "tuned",
+			manifest: memcachedManifest("tuned", "spec:\n  size: 1\n  extraArgs: [\"--conn-limit=1024\", \"--threads=2\", \"--max-item-size=2m\", \"--disable-evictions\"]\n"),
+			size:     1,
+			check:    commandLineIs("memcached --conn-limit=1024 --threads=2 --max-item-size=2m --disable-evictions -m 64 -p 11211 -v"),
+		},
+		// spec.resources and spec.memoryMB: memcached's memory must fit the
+		// container's memory limit, or the kernel kills a full cache.
+		refused("memory limit below 64Mi", "small-limit", "spec:\n  size: 1\n  resources:\n    limits:\n      memory: 32Mi\n", "spec.resources: Invalid value: limits.memory must be at least 64Mi"),
+		refused("memoryMB 0", "zero-memory", "spec:\n  size: 1\n  memoryMB: 0\n", "spec.memoryMB in body should be greater than or equal to 1"),
+		refused("memoryMB too big for the memory limit", "over-limit", "spec:\n  size: 1\n  memoryMB: 65\n  resources:\n    limits:\n      memory: 128Mi\n", memoryDoesNotFit),
+		refused("memoryMB far too big for the memory limit", "far-over-limit", "spec:\n  size: 1\n  memoryMB: 1000\n  resources:\n    limits:\n      memory: 1Gi\n", memoryDoesNotFit),
+		{
+			name: "memoryMB that just fits the memory limit", object: "just-fits",
+			manifest: memcachedManifest("just-fits", "spec:\n  size: 1\n  memoryMB: 64\n  resources:\n    limits:\n      memory: 128Mi\n"),
+			size:     1,
+			check:    commandLineIs("memcached -m 64 -p 11211 -v"),
+		},
+		// spec.image and spec.tolerations.
+		refused("image with a space", "spaced-image", "spec:\n  size: 1\n  image: \"memcached 1.6\"\n", "spec.image in body should match"),
+		refused("toleration operator Maybe", "maybe", "spec:\n  size: 1\n  tolerations:\n    - key: example.com/dedicated\n      operator: Maybe\n", `spec.tolerations[0].operator: Unsupported value: "Maybe"`),
+		{
+			name: "every optional field set", object: "full",
+			manifest: memcachedManifest("full", `spec:
+  size: 2
+  image: registry.example.com/e2e/memcached:full
+  resources:
+    requests: {cpu: 100m, memory: 200Mi}
+    limits: {cpu: "1", memory: 512Mi}
+  memoryMB: 300
+  extraArgs: [--threads=4, --disable-flush-all]
+  nodeSelector: {`+kwokNodeLabel+`: `+kwokNodeLabelValue+`}
+  tolerations:
+    - {key: example.com/dedicated, operator: Exists, effect: NoSchedule}
+  priorityClassName: `+badInputPriorityClass+`
+`),
+			size:  2,
+			check: fullSpecServed,
+		},
 		// The kind and version.
 		{
 			name: "unserved version", object: "v1-cache",
 			manifest: "apiVersion: cache.example.com/v1\nkind: Memcached\nmetadata:\n  name: v1-cache\nspec:\n  size: 1\n",
 			refused:  `no matches for kind "Memcached" in version "cache.example.com/v1"`,
 		},
+	}
+}
+
+// extraArgRefusedAt is the refusal of extraArgs item i, quoted, when it is
+// not one of the options the CRD allows.
+func extraArgRefusedAt(i int, quoted string) string {
+	return fmt.Sprintf("spec.extraArgs[%d]: Invalid value: %s: must be one of the memcached options that spec.extraArgs allows", i, quoted)
+}
+
+// memoryDoesNotFit is the refusal of a spec.memoryMB that, with what
+// memcached needs besides its cache, exceeds the container's memory limit.
+const memoryDoesNotFit = "spec.memoryMB: Invalid value: does not fit the memory limit"
+
+// badInputPriorityClass is the PriorityClass that TestBadInput creates for
+// the Memcached that sets every optional field: pods that name a missing one
+// are refused at admission.
+const badInputPriorityClass = "memcached-e2e-bad-input"
+
+// commandLineIs returns a check that the memcached container of an accepted
+// Memcached's Deployment runs command.
+func commandLineIs(command string) func(t *testing.T, ns *namespace, name string) {
+	return func(t *testing.T, ns *namespace, name string) {
+		d, err := ns.deployment(context.Background(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := memcachedContainer(d.Spec.Template.Spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := commandIs(c, command); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// fullSpecServed fails unless every optional field of Memcached name, as
+// badInputs sets them, is in its Deployment's pod template.
+func fullSpecServed(t *testing.T, ns *namespace, name string) {
+	d, err := ns.deployment(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := d.Spec.Template.Spec
+	c, err := memcachedContainer(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "registry.example.com/e2e/memcached:full"; c.Image != want {
+		t.Errorf("image = %q, want %q", c.Image, want)
+	}
+	if err := commandIs(c, "memcached --threads=4 --disable-flush-all -m 300 -p 11211 -v"); err != nil {
+		t.Error(err)
+	}
+	if want := map[string]string{"cpu": "100m", "memory": "200Mi"}; !maps.Equal(c.Resources.Requests, want) {
+		t.Errorf("resources.requests = %v, want %v", c.Resources.Requests, want)
+	}
+	if want := map[string]string{"cpu": "1", "memory": "512Mi"}; !maps.Equal(c.Resources.Limits, want) {
+		t.Errorf("resources.limits = %v, want %v", c.Resources.Limits, want)
+	}
+	if want := map[string]string{kwokNodeLabel: kwokNodeLabelValue}; !maps.Equal(s.NodeSelector, want) {
+		t.Errorf("nodeSelector = %v, want %v", s.NodeSelector, want)
+	}
+	if want := []toleration{{Key: "example.com/dedicated", Operator: "Exists", Effect: "NoSchedule"}}; !reflect.DeepEqual(s.Tolerations, want) {
+		t.Errorf("tolerations = %+v, want %+v", s.Tolerations, want)
+	}
+	if s.PriorityClassName != badInputPriorityClass {
+		t.Errorf("priorityClassName = %q, want %q", s.PriorityClassName, badInputPriorityClass)
 	}
 }
 
@@ -139,14 +258,30 @@ func specHasOnlySize(t *testing.T, ns *namespace, name string) {
 
 // TestBadInput feeds the API server Memcached resources that are malformed or
 // at the edge of what the operator can serve: wrong types, sizes out of
-// range, missing or null spec, unknown fields, status on create, and names
-// that cannot name a Deployment or a label value. Each is either refused,
+// range, missing or null spec, unknown fields, status on create, names
+// that cannot name a Deployment or a label value, memcached options that
+// would break its command line, and memory that does not fit its limit. Each is either refused,
 // with a message that says why, or accepted and served: its Deployment and
 // pods converge. Writes to an existing Memcached are checked the same way.
 func TestBadInput(t *testing.T) {
 	ns := newNamespace(t, slug(t.Name()))
 	ns.startOperator()
 	ctx := context.Background()
+	if _, err := cluster.Kubectl().RunWithInput(ctx, `apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata:
+  name: `+badInputPriorityClass+`
+value: 1000
+preemptionPolicy: Never
+description: memcached pods of TestBadInput
+`, "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := cluster.Kubectl().Run(context.Background(), "delete", "priorityclass", badInputPriorityClass, "--ignore-not-found"); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
 	accepted := 0
 	for _, c := range badInputs() {
 		t.Run(c.name, func(t *testing.T) {

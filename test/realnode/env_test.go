@@ -21,13 +21,22 @@ const memcachedPort = 11211
 // the kubelet's.
 func createMemcached(t *testing.T, k framework.Kubectl, name string, size int) {
 	t.Helper()
+	applyMemcachedSpec(t, k, name, fmt.Sprintf("size: %d", size))
+}
+
+// applyMemcachedSpec applies Memcached name with spec, YAML as at the top
+// level of spec, deletes it when the test ends, and on failure logs the
+// namespace, the operator's log and the kubelet's.
+func applyMemcachedSpec(t *testing.T, k framework.Kubectl, name, spec string) {
+	t.Helper()
+	indented := "  " + strings.ReplaceAll(spec, "\n", "\n  ")
 	if err := k.Apply(context.Background(), fmt.Sprintf(`apiVersion: cache.example.com/v1alpha1
 kind: Memcached
 metadata:
   name: %s
 spec:
-  size: %d
-`, name, size)); err != nil {
+%s
+`, name, indented)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -1024,22 +1024,7 @@ func TestHeadlessServiceListsReadyPods(t *testing.T) {
 // logs the namespace, the operator's and the kubelet's logs, and the Service.
 func applyMemcached(t *testing.T, name, spec string) {
 	t.Helper()
-	indented := "  " + strings.ReplaceAll(spec, "\n", "\n  ")
-	if err := admin.Apply(context.Background(), fmt.Sprintf(`apiVersion: cache.example.com/v1alpha1
-kind: Memcached
-metadata:
-  name: %s
-spec:
-%s
-`, name, indented)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if _, err := admin.Run(context.Background(), "delete", "memcached", name, "--ignore-not-found", "--wait=true"); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
-	dumpOnFailure(t, admin)
+	applyMemcachedSpec(t, admin, name, spec)
 	dumpServiceOnFailure(t, name)
 }
 

@@ -248,6 +248,13 @@ func templateOf(d *appsv1.Deployment) string {
 	return d.Spec.Template.Annotations[templateHashAnnotation]
 }
 
+// manifestTemplateHash returns the hash that deploymentManifest recorded in
+// manifest's pod template.
+func manifestTemplateHash(manifest *unstructured.Unstructured) string {
+	hash, _, _ := unstructured.NestedString(manifest.Object, "spec", "template", "metadata", "annotations", templateHashAnnotation)
+	return hash
+}
+
 // templatePatch is a JSON patch that sets the pod template and the strategy
 // of the Deployment to those of manifest, whole: fields the desired
 // template leaves out, such as a nodeSelector removed from the spec, go too.

@@ -1,7 +1,9 @@
 // Package stub holds the memcached-operator's event handler: for every
-// Memcached it keeps a memcached Deployment of spec.size pods and reports
-// those pods in status: their names, how many are Ready, and conditions that
-// say whether they are available and, if not, why.
+// Memcached it keeps a memcached Deployment of spec.size pods running the
+// pod template the spec asks for, a headless Service that lists them and,
+// with more than one pod, a PodDisruptionBudget; and it reports the pods in
+// status: their names, how many are Ready, and conditions that say whether
+// they are available, still changing and, if something is wrong, why.
 package stub
 
 import (

@@ -100,8 +100,7 @@ func currentHash(m *v1alpha1.Memcached) string {
 	if err != nil {
 		panic(err)
 	}
-	h, _, _ := unstructured.NestedString(u.Object, "spec", "template", "metadata", "annotations", templateHashAnnotation)
-	return h
+	return manifestTemplateHash(u)
 }
 
 // ownedService is m's Service as the operator creates it.

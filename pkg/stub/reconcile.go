@@ -29,7 +29,7 @@ const (
 // operator's own previous write. Such a reconcile is simply run again.
 var errStale = errors.New("the memcached changed since it was read")
 
-// reconcile drives m's Deployment and status toward m.Spec. Every step reads
+// reconcile drives m's children and status toward m.Spec. Every step reads
 // the current state and writes only what differs, so running it again, after
 // an error or a restart, is always safe. A step that fails is reported on m
 // (see updateStatus) and returned, and the caller retries with backoff.
@@ -55,7 +55,6 @@ func (h *Handler) reconcileSteps(m *v1alpha1.Memcached) error {
 	if err != nil {
 		return h.updateStatus(m, "", newFailure(ReasonDeploymentCreateFailed, "%v", err))
 	}
-	hash, _, _ := unstructured.NestedString(manifest.Object, "spec", "template", "metadata", "annotations", templateHashAnnotation)
 	created, f := h.ensureChildren(m, manifest)
 	if created && f == nil {
 		// The new pods take a moment to appear. Their own changes bring the
@@ -64,7 +63,7 @@ func (h *Handler) reconcileSteps(m *v1alpha1.Memcached) error {
 		h.enqueueBatched(m.Namespace + "/" + m.Name)
 		return nil
 	}
-	return h.updateStatus(m, hash, f)
+	return h.updateStatus(m, manifestTemplateHash(manifest), f)
 }
 
 // ensureChildren makes sure that m's Deployment, from manifest, exists, is
@@ -117,7 +116,7 @@ func (h *Handler) ensureSize(m *v1alpha1.Memcached, d *appsv1.Deployment) *failu
 // Edits of the template that keep its hash are left alone: the operator
 // compares hashes, not templates (see templateHashAnnotation).
 func (h *Handler) ensurePodTemplate(m *v1alpha1.Memcached, d *appsv1.Deployment, manifest *unstructured.Unstructured) *failure {
-	hash, _, _ := unstructured.NestedString(manifest.Object, "spec", "template", "metadata", "annotations", templateHashAnnotation)
+	hash := manifestTemplateHash(manifest)
 	if templateOf(d) == hash {
 		return nil
 	}

@@ -148,7 +148,7 @@ func manifestHash(t *testing.T, m *v1alpha1.Memcached, image string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, _, _ := unstructured.NestedString(u.Object, "spec", "template", "metadata", "annotations", templateHashAnnotation)
+	h := manifestTemplateHash(u)
 	if h == "" {
 		t.Fatalf("the manifest's pod template has no %s", templateHashAnnotation)
 	}

@@ -93,10 +93,12 @@ const (
 	// their number differs from spec.size, or some are not Ready yet. It is
 	// False once spec.size pods of the current template are all Ready.
 	MemcachedProgressing MemcachedConditionType = "Progressing"
-	// MemcachedDegraded is True while the operator cannot manage the
-	// Memcached's Deployment, because another owner holds its name or the
-	// API server refuses to create, scale or read it (a quota, RBAC or an
-	// admission policy, with the API server's message), or while a memcached
+	// MemcachedDegraded is True while the operator cannot manage one of the
+	// Memcached's children (its Deployment, Service or PodDisruptionBudget),
+	// because another owner holds its name or the API server refuses to
+	// create, change or read it (a quota, RBAC or an admission policy, with
+	// the API server's message), while the spec asks for what memcached
+	// cannot run with, or while a memcached
 	// pod fails in a way that needs a change from outside, such as a crash
 	// loop, an image that cannot be pulled or no node to run on. It returns
 	// to False by itself once the cause is gone.

@@ -10,13 +10,22 @@ import (
 	"github.com/example-inc/memcached-operator/test/framework"
 )
 
-// TestMemcachedServes creates the guide's resource and checks that every pod in
-// status.nodes is a memcached that passed its readiness probe, answers a client,
-// and keeps its cache inside the memory limit the kernel enforces on it.
+// TestMemcachedServes creates the guide's resource from deploy/cr.yaml, as its
+// users do, and checks that every pod in status.nodes is a memcached that passed
+// its readiness probe, answers a client, and keeps its cache inside the memory
+// limit the kernel enforces on it.
 func TestMemcachedServes(t *testing.T) {
 	const name, size = "example-memcached", 3
 	t.Parallel()
-	createMemcached(t, admin, name, size)
+	if _, err := admin.Run(context.Background(), "create", "-f", paths.Deploy("cr.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.Run(context.Background(), "delete", "-f", paths.Deploy("cr.yaml"), "--ignore-not-found", "--wait=true"); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	dumpOnFailure(t, admin)
 	o := waitServing(t, name, size)
 	t.Logf("status.nodes = %v", o.Memcached.Status.Nodes)
 

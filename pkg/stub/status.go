@@ -158,7 +158,7 @@ func progressingCondition(m *v1alpha1.Memcached, o observation) v1alpha1.Memcach
 			fmt.Sprintf("%d of %d pods run an older pod template", outdated, len(live)))
 	case int32(len(live)) != m.Spec.Size:
 		return newCondition(v1alpha1.MemcachedProgressing, corev1.ConditionTrue, ReasonScaling,
-			fmt.Sprintf("%d pods, %d wanted", len(live), m.Spec.Size))
+			fmt.Sprintf("scaling from %d to %d pods", len(live), m.Spec.Size))
 	case ready < m.Spec.Size:
 		return newCondition(v1alpha1.MemcachedProgressing, corev1.ConditionTrue, ReasonPodsStarting, readyMessage(ready, m.Spec.Size))
 	}

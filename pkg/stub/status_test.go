@@ -453,7 +453,7 @@ func TestProgressingCondition(t *testing.T) {
 			name:       "scaling",
 			pods:       []*corev1.Pod{newPod(m, "example-a", corev1.PodRunning, true)},
 			hash:       current,
-			wantStatus: corev1.ConditionTrue, wantReason: ReasonScaling, wantMsg: "1 pods, 2 wanted",
+			wantStatus: corev1.ConditionTrue, wantReason: ReasonScaling, wantMsg: "scaling from 1 to 2 pods",
 		},
 		{
 			name:       "starting",

@@ -180,3 +180,43 @@ func TestInvalidSpecChangesNothing(t *testing.T) {
 		t.Errorf("Degraded: got %+v, want True with reason %s", c, ReasonInvalidSpec)
 	}
 }
+
+func TestTemplateHashIsRememberedPerGeneration(t *testing.T) {
+	m := newMemcached("example", 2)
+	f := newFixture(t, m)
+
+	first, err := f.handler.desired(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := f.handler.desired(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.hash != first.hash || again.manifest != nil {
+		t.Errorf("same generation: got hash %q, manifest built %v; want %q from memory, nothing built", again.hash, again.manifest != nil, first.hash)
+	}
+
+	changed := m.DeepCopy()
+	changed.Generation++
+	changed.Spec.Image = "other:1"
+	next, err := f.handler.desired(changed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.hash == first.hash || next.hash != currentHash(changed) {
+		t.Errorf("next generation: got hash %q, want a new one, %q", next.hash, currentHash(changed))
+	}
+
+	recreated := m.DeepCopy()
+	recreated.UID = "uid-recreated"
+	if _, ok := f.handler.templates.get("test/example", recreated.UID, recreated.Generation); ok {
+		t.Errorf("a Memcached recreated under the same name got the old one's hash")
+	}
+	if err := f.handle(changed, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.handler.templates.get("test/example", changed.UID, changed.Generation); ok {
+		t.Errorf("the hash of a deleted Memcached is still remembered")
+	}
+}

@@ -59,6 +59,7 @@ type Handler struct {
 	now        func() metav1.Time
 	queue      workqueue.RateLimitingInterface
 	memcacheds *memcachedStore
+	templates  *templateHashes
 	api        *apiMonitor
 	// batch delays the reconciles that children's changes ask for.
 	batch time.Duration
@@ -96,6 +97,7 @@ func NewHandler(client Client, recorder record.EventRecorder, image string) *Han
 		now:        metav1.Now,
 		queue:      workqueue.NewNamedRateLimitingQueue(workqueue.DefaultControllerRateLimiter(), queueName),
 		memcacheds: newMemcachedStore(),
+		templates:  newTemplateHashes(),
 		api:        &apiMonitor{served: client.MemcachedAPIServed, interval: apiCheckInterval, grace: apiCheckGrace},
 	}
 }
@@ -111,6 +113,7 @@ func (h *Handler) Handle(ctx context.Context, event sdk.Event) error {
 			// The Deployment has a controller owner reference to the
 			// Memcached, so the garbage collector removes it and its pods.
 			h.memcacheds.delete(k)
+			h.templates.delete(k)
 			h.api.memcachedDeleted(ctx)
 			return nil
 		}

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 const (
@@ -51,11 +50,11 @@ func (h *Handler) reconcileSteps(m *v1alpha1.Memcached) error {
 	if err := validateSpec(m); err != nil {
 		return h.updateStatus(m, "", newFailure(ReasonInvalidSpec, "%v", err))
 	}
-	manifest, err := deploymentManifest(newDeploymentForMemcached(m, h.image))
+	want, err := h.desired(m)
 	if err != nil {
 		return h.updateStatus(m, "", newFailure(ReasonDeploymentCreateFailed, "%v", err))
 	}
-	created, f := h.ensureChildren(m, manifest)
+	created, f := h.ensureChildren(m, want)
 	if created && f == nil {
 		// The new pods take a moment to appear. Their own changes bring the
 		// reconcile that reports them, batched; this one only makes sure a
@@ -63,18 +62,24 @@ func (h *Handler) reconcileSteps(m *v1alpha1.Memcached) error {
 		h.enqueueBatched(m.Namespace + "/" + m.Name)
 		return nil
 	}
-	return h.updateStatus(m, manifestTemplateHash(manifest), f)
+	return h.updateStatus(m, want.hash, f)
 }
 
-// ensureChildren makes sure that m's Deployment, from manifest, exists, is
+// ensureChildren makes sure that m's Deployment, as want, exists, is
 // m's own and runs spec.size replicas of the current pod template, and that
 // m has its Service and, with more than one pod, its PodDisruptionBudget.
 // It reports whether it created the Deployment, and returns the step that
 // failed, or nil. The steps stop at the first failure: a Deployment that is
 // not m's, in particular, gets no Service that would route to its pods.
-func (h *Handler) ensureChildren(m *v1alpha1.Memcached, manifest *unstructured.Unstructured) (created bool, f *failure) {
+func (h *Handler) ensureChildren(m *v1alpha1.Memcached, want *desiredDeployment) (created bool, f *failure) {
 	d, created, f := ensureExists(m, deploymentChild, h.client.GetDeployment, h.client.ReadDeployment,
-		func() (*appsv1.Deployment, error) { return h.client.CreateDeployment(manifest) })
+		func() (*appsv1.Deployment, error) {
+			manifest, err := want.build()
+			if err != nil {
+				return nil, err
+			}
+			return h.client.CreateDeployment(manifest)
+		})
 	if f != nil {
 		return false, f
 	}
@@ -87,7 +92,7 @@ func (h *Handler) ensureChildren(m *v1alpha1.Memcached, manifest *unstructured.U
 		if f := h.ensureSize(m, d); f != nil {
 			return false, f
 		}
-		if f := h.ensurePodTemplate(m, d, manifest); f != nil {
+		if f := h.ensurePodTemplate(m, d, want); f != nil {
 			return false, f
 		}
 	}
@@ -110,24 +115,27 @@ func (h *Handler) ensureSize(m *v1alpha1.Memcached, d *appsv1.Deployment) *failu
 }
 
 // ensurePodTemplate sets the Deployment's pod template and strategy to
-// manifest's when the template's hash differs, which rolls the pods one at
-// a time (see newDeploymentForMemcached). A Deployment of an operator
-// version that did not annotate its template gets the current one too.
-// Edits of the template that keep its hash are left alone: the operator
-// compares hashes, not templates (see templateHashAnnotation).
-func (h *Handler) ensurePodTemplate(m *v1alpha1.Memcached, d *appsv1.Deployment, manifest *unstructured.Unstructured) *failure {
-	hash := manifestTemplateHash(manifest)
-	if templateOf(d) == hash {
+// want's when the template's hash differs, which rolls the pods one at a
+// time (see newDeploymentForMemcached). A Deployment of an operator version
+// that did not annotate its template gets the current one too. Edits of the
+// template that keep its hash are left alone: the operator compares
+// hashes, not templates (see templateHashAnnotation).
+func (h *Handler) ensurePodTemplate(m *v1alpha1.Memcached, d *appsv1.Deployment, want *desiredDeployment) *failure {
+	if templateOf(d) == want.hash {
 		return nil
 	}
-	patch, err := templatePatch(manifest)
+	manifest, err := want.build()
+	var patch []byte
+	if err == nil {
+		patch, err = templatePatch(manifest)
+	}
 	if err == nil {
 		err = h.client.PatchDeployment(d.Namespace, d.Name, patch)
 	}
 	if err != nil {
 		return newFailure(ReasonDeploymentUpdateFailed, "failed to update the pod template of deployment %s/%s: %v", d.Namespace, d.Name, err)
 	}
-	h.recorder.Eventf(m, corev1.EventTypeNormal, ReasonDeploymentUpdated, "Updated the pod template of deployment %s (template %s), rolling its pods one at a time", d.Name, hash)
+	h.recorder.Eventf(m, corev1.EventTypeNormal, ReasonDeploymentUpdated, "Updated the pod template of deployment %s (template %s), rolling its pods one at a time", d.Name, want.hash)
 	return nil
 }
 

@@ -1,0 +1,91 @@
+package stub
+
+import (
+	"sync"
+
+	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// desiredDeployment is the Deployment a Memcached asks for, as one reconcile
+// needs it: the hash of its pod template on every reconcile, the manifest
+// only for a create or a roll. Building the manifest was the largest pure
+// CPU cost of a reconcile in the profile at 1,000 resources, and most
+// reconciles, those that pods' changes bring, need only the hash.
+type desiredDeployment struct {
+	m        *v1alpha1.Memcached
+	image    string
+	hash     string
+	manifest *unstructured.Unstructured
+}
+
+// desired returns m's desired Deployment, with its template hash from
+// h.templates when m's generation has not changed since it was computed.
+func (h *Handler) desired(m *v1alpha1.Memcached) (*desiredDeployment, error) {
+	d := &desiredDeployment{m: m, image: h.image}
+	key := m.Namespace + "/" + m.Name
+	if hash, ok := h.templates.get(key, m.UID, m.Generation); ok {
+		d.hash = hash
+		return d, nil
+	}
+	if _, err := d.build(); err != nil {
+		return nil, err
+	}
+	h.templates.put(key, m.UID, m.Generation, d.hash)
+	return d, nil
+}
+
+// build returns the manifest, building it on first use.
+func (d *desiredDeployment) build() (*unstructured.Unstructured, error) {
+	if d.manifest != nil {
+		return d.manifest, nil
+	}
+	manifest, err := deploymentManifest(newDeploymentForMemcached(d.m, d.image))
+	if err != nil {
+		return nil, err
+	}
+	d.manifest, d.hash = manifest, manifestTemplateHash(manifest)
+	return manifest, nil
+}
+
+// templateHashes remembers the template hash of each Memcached, by
+// namespace/name, for the UID and generation it was computed from: the
+// pod template depends only on the spec, which moves the generation, and
+// on the handler's image, which never changes. Safe for concurrent use.
+type templateHashes struct {
+	mu    sync.Mutex
+	items map[string]templateHashEntry
+}
+
+type templateHashEntry struct {
+	uid        types.UID
+	generation int64
+	hash       string
+}
+
+func newTemplateHashes() *templateHashes {
+	return &templateHashes{items: map[string]templateHashEntry{}}
+}
+
+func (t *templateHashes) get(key string, uid types.UID, generation int64) (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.items[key]
+	if !ok || e.uid != uid || e.generation != generation {
+		return "", false
+	}
+	return e.hash, true
+}
+
+func (t *templateHashes) put(key string, uid types.UID, generation int64, hash string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.items[key] = templateHashEntry{uid: uid, generation: generation, hash: hash}
+}
+
+func (t *templateHashes) delete(key string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.items, key)
+}

@@ -229,13 +229,15 @@ up_real() {
   wait_converged real
 
   echo
-  echo "\$ kubectl get memcached,deployments,pods -o wide"
-  kubectl get memcached,deployments,pods -o wide
+  echo "\$ kubectl get memcached,deployments,services,poddisruptionbudgets,pods -o wide"
+  kubectl get memcached,deployments,services,poddisruptionbudgets,pods -o wide
   print_nodes
   local name servers
   for name in "${RESOURCES[@]}"; do
-    servers="$(pod_servers "${name}")"
+    servers="$(service_servers "${name}")"
     echo
+    echo "# the servers: the Ready endpoints of the headless service/${name} (status.serviceName),"
+    echo "# which a client in the cluster resolves as ${name}.${NAMESPACE}.svc"
     echo "\$ mcclient -servers ${servers} -keys 6 -prefix ${name#memcached-for-}"
     "${MCCLIENT}" -servers "${servers}" -keys 6 -prefix "${name#memcached-for-}"
   done
@@ -248,16 +250,15 @@ EOF
   explore "kubectl logs -f -l app.kubernetes.io/name=memcached-operator --prefix   # two replicas; the Lease memcached-operator names the leader"
 }
 
-# pod_servers prints host:port of every pod that NAME's status.nodes lists.
-pod_servers() {
-  local pod servers=()
-  for pod in $(kubectl get memcached "$1" -o jsonpath='{.status.nodes[*]}'); do
-    servers+=("$(kubectl get pod "${pod}" -o jsonpath='{.status.podIP}'):11211")
-  done
-  (
-    IFS=,
-    echo "${servers[*]}"
-  )
+# service_servers prints host:port, comma-separated, of every Ready endpoint of
+# the headless Service that NAME's status.serviceName names: the servers a
+# memcached client inside the cluster gets from the Service's DNS name.
+service_servers() {
+  local svc
+  svc="$(kubectl get memcached "$1" -o jsonpath='{.status.serviceName}')"
+  kubectl get endpointslices -l "kubernetes.io/service-name=${svc}" \
+    -o jsonpath='{range .items[*].endpoints[?(@.conditions.ready==true)]}{.addresses[0]}{":11211\n"}{end}' |
+    sort | paste -sd,
 }
 
 print_nodes() {

@@ -1072,3 +1072,79 @@ func lastN(s []string, n int) []string {
 	}
 	return s
 }
+
+// TestDeletedPodServesWhileItLeavesTheService deletes a memcached pod and checks
+// its termination on the real kubelet: the EndpointSlice stops listing it as
+// ready while memcached still answers, so that clients move off it before it
+// closes their connections (the preStop sleep of 5 s); memcached keeps serving
+// for most of that pause; and the pod is gone well within its 15 s grace period.
+func TestDeletedPodServesWhileItLeavesTheService(t *testing.T) {
+	const (
+		name = "draining"
+		// servesFor is how long after the delete memcached must still answer:
+		// the preStop sleep of 5 s, less a second for a loaded machine.
+		servesFor = 4 * time.Second
+		// goneWithin bounds the deletion: the 15 s grace period, plus time for
+		// the kubelet to report and the API server to remove the pod.
+		goneWithin = 25 * time.Second
+	)
+	t.Parallel()
+	createMemcached(t, admin, name, 1)
+	o := waitServing(t, name, 1)
+	dumpServiceOnFailure(t, name)
+	pod := o.Pods[0]
+	addr, err := podAddr(o, pod.Metadata.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := framework.MemcachedSetGet(addr, "draining", "still here"); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx := context.Background()
+	deleted := time.Now()
+	if _, err := admin.Run(ctx, "delete", "pod", pod.Metadata.Name, "--wait=false"); err != nil {
+		t.Fatal(err)
+	}
+	var leftService time.Duration
+	for since := time.Duration(0); since < servesFor; since = time.Since(deleted) {
+		if err := framework.MemcachedGet(addr, "draining", "still here"); err != nil {
+			t.Fatalf("%v after the delete, memcached in pod %s no longer answers, want it to serve through the preStop pause: %v",
+				since.Round(time.Millisecond), pod.Metadata.Name, err)
+		}
+		if leftService == 0 {
+			all, ready, err := serviceEndpoints(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			listedReady := false
+			for _, e := range all {
+				if e.Pod == pod.Metadata.Name && ready[e.id()] {
+					listedReady = true
+				}
+			}
+			if !listedReady {
+				leftService = time.Since(deleted)
+				t.Logf("%v after the delete, the Service no longer lists pod %s as ready; memcached still answers", leftService.Round(time.Millisecond), pod.Metadata.Name)
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if leftService == 0 {
+		t.Errorf("the Service still listed pod %s as ready %v after its delete", pod.Metadata.Name, servesFor)
+	}
+	err = framework.Eventually(ctx, goneWithin-time.Since(deleted), "pod "+pod.Metadata.Name+" to be gone", func(ctx context.Context) error {
+		out, err := admin.Run(ctx, "get", "pod", pod.Metadata.Name, "--ignore-not-found", "-o", "name")
+		if err != nil {
+			return err
+		}
+		if strings.TrimSpace(out) != "" {
+			return fmt.Errorf("pod %s still exists", pod.Metadata.Name)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("pod %s was gone %v after its delete", pod.Metadata.Name, time.Since(deleted).Round(100*time.Millisecond))
+}

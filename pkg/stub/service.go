@@ -24,8 +24,9 @@ var serviceChild = childKind{
 }
 
 // newServiceForMemcached returns the headless Service of m's pods: it has
-// no cluster IP, so DNS gives every Ready pod's address, and each pod has
-// a stable name there, which is how memcached clients list their servers.
+// no cluster IP, so DNS gives every Ready pod's address, and each pod a name
+// of its own for its lifetime, which is how memcached clients list their
+// servers.
 func newServiceForMemcached(m *v1alpha1.Memcached) *corev1.Service {
 	return &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},

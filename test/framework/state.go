@@ -110,8 +110,14 @@ type ContainerStatus struct {
 
 // Ready reports whether the pod's Ready condition is True.
 func (p *Pod) Ready() bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == "Ready" {
+	return IsTrue(p.Status.Conditions, "Ready")
+}
+
+// IsTrue reports whether conditions hold a condition of type typ whose status
+// is True.
+func IsTrue(conditions []Condition, typ string) bool {
+	for _, c := range conditions {
+		if c.Type == typ {
 			return c.Status == "True"
 		}
 	}

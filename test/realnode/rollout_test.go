@@ -676,12 +676,7 @@ type rolloutPod struct {
 }
 
 func (p rolloutPod) ready() bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == "Ready" {
-			return c.Status == "True"
-		}
-	}
-	return false
+	return framework.IsTrue(p.Status.Conditions, "Ready")
 }
 
 // podContainer is the part of a pod's container spec that the roll checks.

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 )
@@ -40,8 +41,10 @@ type children[T childObject] struct {
 }
 
 // newChildren returns the children of resource, written through client,
-// which speaks the resource's group version, and cached by informer.
-func newChildren[T childObject](client rest.Interface, resource schema.GroupResource, informer cache.SharedIndexInformer, newObj func() T, trim func(T)) *children[T] {
+// which speaks the resource's group version, and cached, trimmed by trim, by
+// an informer on what list and watchFn return (see newTrimmedInformer).
+func newChildren[T childObject](client rest.Interface, resource schema.GroupResource, list func(metav1.ListOptions) (runtime.Object, error), watchFn func(metav1.ListOptions) (watch.Interface, error), newObj func() T, trim func(T)) *children[T] {
+	informer := newTrimmedInformer(newObj(), list, watchFn, trim)
 	c := &children[T]{
 		client:   client,
 		resource: resource,

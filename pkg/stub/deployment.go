@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -170,11 +169,10 @@ func memcachedCommand(m *v1alpha1.Memcached) []string {
 //   - a preStop pause of preStopSleepSeconds, which needs no shell in the
 //     image.
 func deploymentManifest(d *appsv1.Deployment) (*unstructured.Unstructured, error) {
-	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(d)
+	u, err := toManifest(d)
 	if err != nil {
 		return nil, fmt.Errorf("failed to convert deployment %s/%s: %v", d.Namespace, d.Name, err)
 	}
-	u := &unstructured.Unstructured{Object: content}
 	if err := addModernPodFields(u, d.Spec.Template.Labels); err != nil {
 		return nil, fmt.Errorf("failed to build the pod template of deployment %s/%s: %v", d.Namespace, d.Name, err)
 	}

@@ -3,6 +3,9 @@ package stub
 import (
 	"encoding/json"
 	"sort"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // jsonPatchSet returns a JSON patch (RFC 6902) that sets each path to its
@@ -26,4 +29,13 @@ func jsonPatchSet(values map[string]interface{}) ([]byte, error) {
 		ops = append(ops, map[string]interface{}{"op": "add", "path": p, "value": values[p]})
 	}
 	return json.Marshal(ops)
+}
+
+// toManifest returns obj as unstructured content to send to the API server.
+func toManifest(obj runtime.Object) (*unstructured.Unstructured, error) {
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	return &unstructured.Unstructured{Object: content}, nil
 }

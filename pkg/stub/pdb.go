@@ -72,8 +72,8 @@ func (h *Handler) ensurePodDisruptionBudget(m *v1alpha1.Memcached) *failure {
 		return nil
 	}
 	values := map[string]interface{}{
-		"/spec/maxUnavailable": int64(1),
-		"/spec/selector":       map[string]interface{}{"matchLabels": stringMap(want.Spec.Selector.MatchLabels)},
+		"/spec/maxUnavailable": want.Spec.MaxUnavailable,
+		"/spec/selector":       want.Spec.Selector,
 	}
 	if p.Spec.MinAvailable != nil {
 		// A budget has minAvailable or maxUnavailable, never both.

@@ -6,8 +6,6 @@ import (
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -74,13 +72,9 @@ func (h *Handler) ensureService(m *v1alpha1.Memcached) *failure {
 	if reflect.DeepEqual(s.Spec.Selector, want.Spec.Selector) && portsEqual(s.Spec.Ports, want.Spec.Ports) {
 		return nil
 	}
-	ports, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&corev1.ServiceSpec{Ports: want.Spec.Ports})
-	if err != nil {
-		return newFailure(ReasonServiceUpdateFailed, "failed to encode the ports of service %s/%s: %v", s.Namespace, s.Name, err)
-	}
 	patch, err := jsonPatchSet(map[string]interface{}{
-		"/spec/selector": stringMap(want.Spec.Selector),
-		"/spec/ports":    ports["ports"],
+		"/spec/selector": want.Spec.Selector,
+		"/spec/ports":    want.Spec.Ports,
 	})
 	if err == nil {
 		err = h.client.PatchService(s.Namespace, s.Name, patch)
@@ -105,22 +99,4 @@ func portsEqual(got, want []corev1.ServicePort) bool {
 		}
 	}
 	return true
-}
-
-// stringMap converts labels to the map type of unstructured content.
-func stringMap(labels map[string]string) map[string]interface{} {
-	out := make(map[string]interface{}, len(labels))
-	for k, v := range labels {
-		out[k] = v
-	}
-	return out
-}
-
-// toManifest returns obj as unstructured content to send to the API server.
-func toManifest(obj runtime.Object) (*unstructured.Unstructured, error) {
-	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
-		return nil, err
-	}
-	return &unstructured.Unstructured{Object: content}, nil
 }

@@ -184,6 +184,7 @@ func run(opts *options) error {
 		client := stub.NewCachedClient(kube, memcacheds, pdbs, disco, namespace)
 		handler := stub.NewHandler(client, recorder, opts.memcachedImage)
 		handler.BatchChildUpdates(opts.childBatch)
+		handler.ReportProgressEvery(opts.progressEvery)
 		handler.ObserveReconciles(func(took time.Duration, err error) {
 			m.ObserveReconcile(took, reconcileResult(err))
 		})

@@ -60,6 +60,7 @@ type Handler struct {
 	queue      workqueue.RateLimitingInterface
 	memcacheds *memcachedStore
 	templates  *templateHashes
+	progress   *progressReports
 	api        *apiMonitor
 	// batch delays the reconciles that children's changes ask for.
 	batch time.Duration
@@ -98,6 +99,7 @@ func NewHandler(client Client, recorder record.EventRecorder, image string) *Han
 		queue:      workqueue.NewNamedRateLimitingQueue(workqueue.DefaultControllerRateLimiter(), queueName),
 		memcacheds: newMemcachedStore(),
 		templates:  newTemplateHashes(),
+		progress:   newProgressReports(0),
 		api:        &apiMonitor{served: client.MemcachedAPIServed, interval: apiCheckInterval, grace: apiCheckGrace},
 	}
 }
@@ -114,6 +116,7 @@ func (h *Handler) Handle(ctx context.Context, event sdk.Event) error {
 			// Memcached, so the garbage collector removes it and its pods.
 			h.memcacheds.delete(k)
 			h.templates.delete(k)
+			h.progress.forget(k)
 			h.api.memcachedDeleted(ctx)
 			return nil
 		}
@@ -138,6 +141,16 @@ func (h *Handler) EnqueueMemcached(namespace, name string) {
 // that much delay in status.nodes. Call it before h handles any event.
 func (h *Handler) BatchChildUpdates(period time.Duration) {
 	h.batch = period
+}
+
+// ReportProgressEvery makes h write the status of a Memcached whose pods are
+// still starting, scaling or rolling at most once per interval, counted from
+// its previous status write or the creation of its Deployment; the end of
+// the progress, failures and new generations are written at once (see
+// progressReports). 0, the default, writes every change. Call it before h
+// handles any event.
+func (h *Handler) ReportProgressEvery(interval time.Duration) {
+	h.progress = newProgressReports(interval)
 }
 
 // enqueueBatched queues key after the batch period.

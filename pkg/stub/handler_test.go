@@ -153,12 +153,7 @@ func inSyncStatus(m *v1alpha1.Memcached, nodes ...string) v1alpha1.MemcachedStat
 
 // condition returns the condition of type typ in status, or nil.
 func condition(status v1alpha1.MemcachedStatus, typ v1alpha1.MemcachedConditionType) *v1alpha1.MemcachedCondition {
-	for i := range status.Conditions {
-		if status.Conditions[i].Type == typ {
-			return &status.Conditions[i]
-		}
-	}
-	return nil
+	return findCondition(status.Conditions, typ)
 }
 
 // steady returns the calls of a reconcile of example whose children are

@@ -59,7 +59,9 @@ func (h *Handler) reconcileSteps(m *v1alpha1.Memcached) error {
 		// The new pods take a moment to appear. Their own changes bring the
 		// reconcile that reports them, batched; this one only makes sure a
 		// reconcile comes even if none of them does.
-		h.enqueueBatched(m.Namespace + "/" + m.Name)
+		key := m.Namespace + "/" + m.Name
+		h.progress.started(key)
+		h.enqueueBatched(key)
 		return nil
 	}
 	return h.updateStatus(m, want.hash, f)
@@ -208,18 +210,20 @@ func (h *Handler) serviceName(m *v1alpha1.Memcached) string {
 
 // reported reports whether status already holds f as its Degraded condition.
 func reported(status v1alpha1.MemcachedStatus, f *failure) bool {
-	for _, c := range status.Conditions {
-		if c.Type == v1alpha1.MemcachedDegraded {
-			return c.Status == corev1.ConditionTrue && c.Reason == f.reason && c.Message == f.Error()
-		}
-	}
-	return false
+	c := findCondition(status.Conditions, v1alpha1.MemcachedDegraded)
+	return c != nil && c.Status == corev1.ConditionTrue && c.Reason == f.reason && c.Message == f.Error()
 }
 
 // writeStatus stores status on m through the status subresource, unless m
-// already has it.
+// already has it, or status only reports progress that must wait (see
+// progressReports): then m is queued again for when it may be written.
 func (h *Handler) writeStatus(m *v1alpha1.Memcached, status v1alpha1.MemcachedStatus) error {
 	if equality.Semantic.DeepEqual(m.Status, status) {
+		return nil
+	}
+	key := m.Namespace + "/" + m.Name
+	if wait := h.progress.hold(key, m.Status, status); wait > 0 {
+		h.queue.AddAfter(key, wait)
 		return nil
 	}
 	updated := m.DeepCopy()
@@ -228,7 +232,8 @@ func (h *Handler) writeStatus(m *v1alpha1.Memcached, status v1alpha1.MemcachedSt
 	if err == nil {
 		// The next reconcile starts from this version, not from the one the
 		// SDK delivered before: a write based on that would conflict.
-		h.memcacheds.update(m.Namespace+"/"+m.Name, m.ResourceVersion, stored)
+		h.memcacheds.update(key, m.ResourceVersion, stored)
+		h.progress.wrote(key, status)
 		return nil
 	}
 	if apierrors.IsNotFound(err) {

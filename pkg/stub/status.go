@@ -357,3 +357,13 @@ func setCondition(conditions []v1alpha1.MemcachedCondition, c v1alpha1.Memcached
 	}
 	return append(out, c)
 }
+
+// findCondition returns the condition of type typ in conditions, or nil.
+func findCondition(conditions []v1alpha1.MemcachedCondition, typ v1alpha1.MemcachedConditionType) *v1alpha1.MemcachedCondition {
+	for i := range conditions {
+		if conditions[i].Type == typ {
+			return &conditions[i]
+		}
+	}
+	return nil
+}

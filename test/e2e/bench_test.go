@@ -60,6 +60,15 @@ type benchResult struct {
 	OperatorSeconds float64 `json:"operator_seconds"`
 	// Ratio is OperatorSeconds / FloorSeconds.
 	Ratio float64 `json:"ratio"`
+	// FloorApplySeconds and OperatorApplySeconds are how long each phase's
+	// `kubectl apply` took, of FloorSeconds and OperatorSeconds.
+	FloorApplySeconds    float64 `json:"floor_apply_seconds"`
+	OperatorApplySeconds float64 `json:"operator_apply_seconds"`
+	// ControlPlaneCPU is the CPU seconds (user and system) that each
+	// control-plane process used during each phase's convergence, by phase
+	// ("floor", "operator") and component: where the machine's two cores
+	// went while the operator, and the floor, waited for them.
+	ControlPlaneCPU map[string]map[string]float64 `json:"control_plane_cpu_seconds"`
 	// CPUSeconds is the operator's user and system CPU time during the
 	// burst; PeakRSSBytes its peak resident set (VmHWM) at the end of it.
 	CPUSeconds   float64 `json:"cpu_seconds"`
@@ -105,14 +114,16 @@ func BenchmarkOperatorAgainstFloor(b *testing.B) {
 		b.Fatal(err)
 	}
 	dyn := dynamicClient(b)
-	r := benchResult{N: n, Size: size, RequestsByVerb: map[string]float64{}}
+	r := benchResult{N: n, Size: size, RequestsByVerb: map[string]float64{}, ControlPlaneCPU: map[string]map[string]float64{}}
 
 	// The floor: N Deployments straight to the control plane.
 	floor := newNamespace(b, "floor")
-	floorTime := converge(b, dyn, deploymentsGVR, floor.name, n, deploymentReady(size), func() {
+	cp0 := controlPlaneCPU(b)
+	floorTime, floorApply := converge(b, dyn, deploymentsGVR, floor.name, n, deploymentReady(size), func() {
 		applyAll(b, floor, manifests(n, func(i int) string { return floorDeployment(i, size) }))
 	})
-	r.FloorSeconds = floorTime.Seconds()
+	r.ControlPlaneCPU["floor"] = cpuSince(b, cp0)
+	r.FloorSeconds, r.FloorApplySeconds = floorTime.Seconds(), floorApply.Seconds()
 	b.Logf("floor: %d deployments of %d ready in %.1f s; deleting them", n, size, r.FloorSeconds)
 	// The operator's run gets the cluster as the floor's found it.
 	deleteCtx, cancel := context.WithTimeout(ctx, benchTimeout)
@@ -140,11 +151,14 @@ func BenchmarkOperatorAgainstFloor(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	cp0 = controlPlaneCPU(b)
 	start := time.Now()
-	opTime := converge(b, dyn, memcachedsGVR, ns.name, n, memcachedReady(size), func() {
+	opTime, opApply := converge(b, dyn, memcachedsGVR, ns.name, n, memcachedReady(size), func() {
 		applyAll(b, ns, manifests(n, func(i int) string { return memcached(i, size) }))
 	})
 	end := start.Add(opTime)
+	r.ControlPlaneCPU["operator"] = cpuSince(b, cp0)
+	r.OperatorApplySeconds = opApply.Seconds()
 	cpu1, err := framework.ProcessCPU(op.Pid())
 	if err != nil {
 		b.Fatal(err)
@@ -204,6 +218,9 @@ func report(b *testing.B, r benchResult, file string) {
 	lines := []string{
 		fmt.Sprintf("N=%d resources of size %d, %d fake nodes", r.N, r.Size, benchNodes),
 		fmt.Sprintf("ratio                 %.2f (operator %.1f s / floor %.1f s); target <= %.2f: %s", r.Ratio, r.OperatorSeconds, r.FloorSeconds, targetRatio, verdict(r.Ratio <= targetRatio)),
+		fmt.Sprintf("kubectl apply         floor %.1f s, operator %.1f s; converged %.1f s and %.1f s after their apply", r.FloorApplySeconds, r.OperatorApplySeconds, r.FloorSeconds-r.FloorApplySeconds, r.OperatorSeconds-r.OperatorApplySeconds),
+		"control plane CPU     floor " + cpuLine(r.ControlPlaneCPU["floor"]),
+		"                      operator " + cpuLine(r.ControlPlaneCPU["operator"]),
 		fmt.Sprintf("operator CPU          %.2f s during the burst; target <= %.0f s: %s", r.CPUSeconds, targetCPUSeconds, verdict(r.CPUSeconds <= targetCPUSeconds)),
 		fmt.Sprintf("operator peak RSS     %.1f MiB; target <= %d MiB: %s", float64(r.PeakRSSBytes)/(1<<20), targetPeakRSSBytes>>20, verdict(r.PeakRSSBytes <= targetPeakRSSBytes)),
 		fmt.Sprintf("requests per resource %.2f (%s); target <= %.0f: %s", r.RequestsPerResource, strings.Join(byVerb, ", "), targetRequestsPerItem, verdict(r.RequestsPerResource <= targetRequestsPerItem)),
@@ -269,19 +286,65 @@ func applyAll(b *testing.B, ns *namespace, manifest string) {
 }
 
 // converge runs apply and returns how long it takes, from its start, until n
-// objects of gvr in namespace satisfy ready. It fails b after benchTimeout.
-func converge(b *testing.B, dyn dynamic.Interface, gvr schema.GroupVersionResource, namespace string, n int, ready func(*unstructured.Unstructured) bool, apply func()) time.Duration {
+// objects of gvr in namespace satisfy ready, and how long apply itself took.
+// It fails b after benchTimeout.
+func converge(b *testing.B, dyn dynamic.Interface, gvr schema.GroupVersionResource, namespace string, n int, ready func(*unstructured.Unstructured) bool, apply func()) (total, applied time.Duration) {
 	b.Helper()
 	t := newTracker(dyn, gvr, namespace, "", n, ready)
 	defer t.stop()
 	start := time.Now()
 	apply()
-	b.Logf("applied %d %s in %.1f s", n, gvr.Resource, time.Since(start).Seconds())
+	applied = time.Since(start)
+	b.Logf("applied %d %s in %.1f s", n, gvr.Resource, applied.Seconds())
 	last, err := t.wait(benchTimeout)
 	if err != nil {
 		b.Fatal(err)
 	}
-	return last.Sub(start)
+	return last.Sub(start), applied
+}
+
+// controlPlaneComponents are the processes of the cluster whose CPU the
+// benchmark reports.
+var controlPlaneComponents = []string{"kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kwok-controller"}
+
+// controlPlaneCPU returns the CPU time each control-plane process has used
+// so far.
+func controlPlaneCPU(b *testing.B) map[string]time.Duration {
+	b.Helper()
+	cpu := map[string]time.Duration{}
+	for _, c := range controlPlaneComponents {
+		pid, err := cluster.ComponentPID(c)
+		if err != nil {
+			b.Fatalf("%s: %v", c, err)
+		}
+		if cpu[c], err = framework.ProcessCPU(pid); err != nil {
+			b.Fatalf("%s: %v", c, err)
+		}
+	}
+	return cpu
+}
+
+// cpuSince returns, in seconds, the CPU time each control-plane process
+// has used since before, what controlPlaneCPU returned earlier.
+func cpuSince(b *testing.B, before map[string]time.Duration) map[string]float64 {
+	b.Helper()
+	seconds := map[string]float64{}
+	for c, now := range controlPlaneCPU(b) {
+		seconds[c] = (now - before[c]).Seconds()
+	}
+	return seconds
+}
+
+// cpuLine prints a phase's control-plane CPU: the total, then each
+// component's share in the order of controlPlaneComponents.
+func cpuLine(seconds map[string]float64) string {
+	var total float64
+	parts := make([]string, 0, len(controlPlaneComponents))
+	for _, c := range controlPlaneComponents {
+		total += seconds[c]
+		parts = append(parts, fmt.Sprintf("%s %.0f", c, seconds[c]))
+	}
+	return fmt.Sprintf("%.0f s (%s)", total, strings.Join(parts, ", "))
 }
 
 // tracker watches one resource in a namespace and records when each object

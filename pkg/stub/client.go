@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1beta1 "k8s.io/api/policy/v1beta1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -126,23 +127,43 @@ var (
 // Memcached name (the memcached_cr label) of every child or pod that is
 // added, changed or deleted. Updates of a Deployment or a
 // PodDisruptionBudget that change only its status are left out (see
-// specChanged). It must be called before Start.
+// specChanged), and so are updates of a pod that change nothing the
+// trimmed pod keeps (see podChanged). It must be called before Start.
 func (c *CachedClient) OnChildChange(enqueue func(namespace, name string)) {
 	every := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj interface{}) { enqueueOwner(obj, enqueue) },
 		UpdateFunc: func(_, obj interface{}) { enqueueOwner(obj, enqueue) },
 		DeleteFunc: func(obj interface{}) { enqueueOwner(obj, enqueue) },
 	}
-	specOnly := every
-	specOnly.UpdateFunc = func(old, obj interface{}) {
-		if specChanged(old, obj) {
-			enqueueOwner(obj, enqueue)
+	onlyIf := func(changed func(old, obj interface{}) bool) cache.ResourceEventHandlerFuncs {
+		h := every
+		h.UpdateFunc = func(old, obj interface{}) {
+			if changed(old, obj) {
+				enqueueOwner(obj, enqueue)
+			}
 		}
+		return h
 	}
-	c.pods.AddEventHandler(every)
+	c.pods.AddEventHandler(onlyIf(podChanged))
 	c.services.informer.AddEventHandler(every)
-	c.deployments.informer.AddEventHandler(specOnly)
-	c.pdbs.informer.AddEventHandler(specOnly)
+	c.deployments.informer.AddEventHandler(onlyIf(specChanged))
+	c.pdbs.informer.AddEventHandler(onlyIf(specChanged))
+}
+
+// podChanged reports whether an update of a cached pod changed anything
+// that trimPod keeps, besides its resourceVersion. The scheduler's binding
+// and the kubelet's updates of start times, images and conditions other
+// than Ready change nothing the status is computed from, and need no
+// reconcile.
+func podChanged(old, obj interface{}) bool {
+	o, ok1 := old.(*corev1.Pod)
+	n, ok2 := obj.(*corev1.Pod)
+	if !ok1 || !ok2 {
+		return true
+	}
+	before := *o // a shallow copy: the cached pod stays as it is
+	before.ResourceVersion = n.ResourceVersion
+	return !equality.Semantic.DeepEqual(&before, n)
 }
 
 // specChanged reports whether an update changed what the reconcile reads:

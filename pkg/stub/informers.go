@@ -83,14 +83,57 @@ func trimmedListWatch(selector string, list func(metav1.ListOptions) (runtime.Ob
 }
 
 // trimPod keeps what the status is computed from (see status.go): the
-// pod's name, labels, template hash and deletion, and its status without
-// addresses.
+// pod's name, labels, template hash and deletion; its phase, its Ready
+// condition, a PodScheduled condition that is False, and of its
+// containers' states the reasons, messages and exit codes. Two versions of
+// a pod that differ only in what is dropped, such as its binding to a node
+// or its start time, then compare equal (see podChanged).
 func trimPod(p *corev1.Pod) {
+	p.GenerateName = ""
+	p.OwnerReferences = nil
 	p.Annotations = onlyTemplateHash(p.Annotations)
 	p.Spec = corev1.PodSpec{}
-	p.Status.HostIP = ""
-	p.Status.PodIP = ""
-	p.Status.Message = ""
+	var conditions []corev1.PodCondition
+	for _, c := range p.Status.Conditions {
+		switch {
+		case c.Type == corev1.PodReady:
+			conditions = append(conditions, corev1.PodCondition{Type: c.Type, Status: c.Status})
+		case c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse:
+			conditions = append(conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
+		}
+	}
+	p.Status = corev1.PodStatus{
+		Phase:                 p.Status.Phase,
+		Conditions:            conditions,
+		InitContainerStatuses: trimContainerStatuses(p.Status.InitContainerStatuses),
+		ContainerStatuses:     trimContainerStatuses(p.Status.ContainerStatuses),
+	}
+}
+
+// trimContainerStatuses keeps what containerFailed reads: each container's
+// name and readiness, why it waits, and how it or its last run terminated.
+func trimContainerStatuses(statuses []corev1.ContainerStatus) []corev1.ContainerStatus {
+	if len(statuses) == 0 {
+		return nil
+	}
+	out := make([]corev1.ContainerStatus, len(statuses))
+	for i, s := range statuses {
+		out[i] = corev1.ContainerStatus{
+			Name:                 s.Name,
+			Ready:                s.Ready,
+			State:                corev1.ContainerState{Waiting: s.State.Waiting, Terminated: trimTerminated(s.State.Terminated)},
+			LastTerminationState: corev1.ContainerState{Terminated: trimTerminated(s.LastTerminationState.Terminated)},
+		}
+	}
+	return out
+}
+
+// trimTerminated keeps a termination's exit code, reason and message.
+func trimTerminated(t *corev1.ContainerStateTerminated) *corev1.ContainerStateTerminated {
+	if t == nil {
+		return nil
+	}
+	return &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Reason: t.Reason, Message: t.Message}
 }
 
 // trimDeployment keeps what the reconcile reads: the Deployment's name,

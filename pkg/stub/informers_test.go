@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,15 +16,37 @@ import (
 
 func TestTrimmedPodsGiveTheSameStatus(t *testing.T) {
 	m := newMemcached("example", 3)
+	exited := memcachedExit
+	unschedulable := newPod(m, "example-e", corev1.PodPending, false)
+	unschedulable.Status.Conditions = append(unschedulable.Status.Conditions, corev1.PodCondition{
+		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+		Message: "0/3 nodes are available: 3 Insufficient memory.", LastTransitionTime: testNow,
+	})
 	full := []*corev1.Pod{
 		newPod(m, "example-a", corev1.PodRunning, true),
 		withContainers(newPod(m, "example-b", corev1.PodRunning, false), crashLooping("example-b", "10s", 1)),
 		withContainers(newPod(m, "example-c", corev1.PodPending, false), waiting("memcached", "ErrImagePull", "pull access denied")),
+		withContainers(newPod(m, "example-d", corev1.PodRunning, false), corev1.ContainerStatus{
+			Name: "memcached", State: corev1.ContainerState{Terminated: &exited},
+		}),
+		unschedulable,
 	}
 	for _, p := range full {
+		p.GenerateName = "example-5d8f7c9b4-"
+		p.OwnerReferences = []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "example-5d8f7c9b4"}}
 		p.Annotations = map[string]string{"kubectl.kubernetes.io/restartedAt": "now", templateHashAnnotation: "old"}
 		p.Spec = memcachedPodSpec(m, testImage)
-		p.Status.PodIP, p.Status.HostIP = "198.18.64.7", "198.18.0.1"
+		p.Status.PodIP, p.Status.HostIP, p.Status.QOSClass, p.Status.StartTime = "198.18.64.7", "198.18.0.1", corev1.PodQOSBurstable, &testNow
+		p.Status.Conditions = append(p.Status.Conditions,
+			corev1.PodCondition{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: testNow},
+			corev1.PodCondition{Type: corev1.ContainersReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady", LastTransitionTime: testNow})
+		for i := range p.Status.ContainerStatuses {
+			c := &p.Status.ContainerStatuses[i]
+			c.Image, c.ImageID, c.ContainerID, c.RestartCount = testImage, "sha256:0123", "containerd://4567", 3
+			if c.LastTerminationState.Terminated != nil {
+				c.LastTerminationState.Terminated.FinishedAt = testNow
+			}
+		}
 	}
 	var trimmed []*corev1.Pod
 	for _, p := range full {
@@ -33,11 +56,18 @@ func TestTrimmedPodsGiveTheSameStatus(t *testing.T) {
 	}
 
 	current := manifestHash(t, m, testImage)
-	got := computeStatus(m, observation{pods: trimmed, templateHash: current}, testNow)
-	want := computeStatus(m, observation{pods: full, templateHash: current}, testNow)
-
-	if !reflect.DeepEqual(got, want) {
+	status := func(pods ...*corev1.Pod) v1alpha1.MemcachedStatus {
+		return computeStatus(m, observation{pods: pods, templateHash: current}, testNow)
+	}
+	if got, want := status(trimmed...), status(full...); !reflect.DeepEqual(got, want) {
 		t.Errorf("status from trimmed pods:\n got %+v\nwant %+v", got, want)
+	}
+	// Degraded reports the first failing pod only: each pod alone shows
+	// that its own failure survives the trim.
+	for i := range full {
+		if got, want := status(trimmed[i]), status(full[i]); !reflect.DeepEqual(got, want) {
+			t.Errorf("status from trimmed pod %s:\n got %+v\nwant %+v", full[i].Name, got, want)
+		}
 	}
 	if !reflect.DeepEqual(trimmed[0].Spec, corev1.PodSpec{}) || !reflect.DeepEqual(trimmed[0].Annotations, map[string]string{templateHashAnnotation: "old"}) {
 		t.Errorf("trimmed pod holds more than the template hash of its spec and annotations: %+v", trimmed[0])
@@ -108,6 +138,47 @@ func TestSpecChanged(t *testing.T) {
 		})
 	}
 	if !specChanged("not a deployment", base) {
+		t.Errorf("an update of unknown objects must count as a change")
+	}
+}
+
+func TestPodChanged(t *testing.T) {
+	m := newMemcached("example", 2)
+	base := newPod(m, "example-a", corev1.PodPending, false)
+	base.ResourceVersion = "1"
+	tests := []struct {
+		name   string
+		change func(p *corev1.Pod)
+		want   bool
+	}{
+		{name: "bound to a node", change: func(p *corev1.Pod) { p.Spec.NodeName = "node-1" }, want: false},
+		{name: "scheduled", change: func(p *corev1.Pod) {
+			p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue})
+		}, want: false},
+		{name: "started", change: func(p *corev1.Pod) { p.Status.StartTime, p.Status.PodIP = &testNow, "198.18.64.7" }, want: false},
+		{name: "running", change: func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning }, want: true},
+		{name: "ready", change: func(p *corev1.Pod) { p.Status.Conditions[0].Status = corev1.ConditionTrue }, want: true},
+		{name: "failing", change: func(p *corev1.Pod) {
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{waiting("memcached", "ErrImagePull", "pull access denied")}
+		}, want: true},
+		{name: "being deleted", change: func(p *corev1.Pod) { p.DeletionTimestamp = &testNow }, want: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			old, updated := base.DeepCopy(), base.DeepCopy()
+			tt.change(updated)
+			updated.ResourceVersion = "2"
+			trimPod(old)
+			trimPod(updated)
+			if got := podChanged(old, updated); got != tt.want {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+			if old.ResourceVersion != "1" {
+				t.Errorf("podChanged changed the cached pod's resourceVersion to %s", old.ResourceVersion)
+			}
+		})
+	}
+	if !podChanged("not a pod", base) {
 		t.Errorf("an update of unknown objects must count as a change")
 	}
 }

@@ -58,21 +58,40 @@ func statFields(pid int, data []byte) ([]string, error) {
 	return fields, nil
 }
 
-// ProcessPeakRSS returns the peak resident set size of process pid so far, its
-// VmHWM in /proc/PID/status, in bytes.
-func ProcessPeakRSS(pid int) (int64, error) {
+// ProcessMemory is what /proc/PID/status says of a process's memory, in
+// bytes.
+type ProcessMemory struct {
+	// PeakRSS is the peak resident set size so far (VmHWM).
+	PeakRSS int64
+	// RSSAnon and RSSFile split the current resident set: anonymous memory,
+	// such as a Go heap and stacks, and pages mapped from files, such as
+	// the program's own code.
+	RSSAnon, RSSFile int64
+}
+
+// ProcessMemoryOf returns the memory figures of process pid.
+func ProcessMemoryOf(pid int) (ProcessMemory, error) {
+	var m ProcessMemory
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, err
+		return m, err
 	}
+	fields := map[string]*int64{"VmHWM": &m.PeakRSS, "RssAnon": &m.RSSAnon, "RssFile": &m.RSSFile}
 	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("/proc/%d/status: VmHWM: %v", pid, err)
-			}
-			return kb << 10, nil
+		name, rest, ok := strings.Cut(line, ":")
+		field, wanted := fields[name]
+		if !ok || !wanted {
+			continue
 		}
+		kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+		if err != nil {
+			return m, fmt.Errorf("/proc/%d/status: %s: %v", pid, name, err)
+		}
+		*field = kb << 10
+		delete(fields, name)
 	}
-	return 0, fmt.Errorf("/proc/%d/status has no VmHWM", pid)
+	if len(fields) > 0 {
+		return m, fmt.Errorf("/proc/%d/status lacks %d of VmHWM, RssAnon and RssFile", pid, len(fields))
+	}
+	return m, nil
 }

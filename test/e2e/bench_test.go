@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/example-inc/memcached-operator/test/framework"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -69,6 +71,11 @@ type benchResult struct {
 	// ("floor", "operator") and component: where the machine's two cores
 	// went while the operator, and the floor, waited for them.
 	ControlPlaneCPU map[string]map[string]float64 `json:"control_plane_cpu_seconds"`
+	// ControlPlaneWrites is, by phase, the writes (POST, PUT, PATCH,
+	// DELETE) that the API server served during the phase's convergence,
+	// from every client, by resource and subresource, divided by N: the
+	// whole cascade each resource sets off.
+	ControlPlaneWrites map[string]map[string]float64 `json:"control_plane_writes_per_resource"`
 	// CPUSeconds is the operator's user and system CPU time during the
 	// burst; PeakRSSBytes its peak resident set (VmHWM) at the end of it.
 	CPUSeconds   float64 `json:"cpu_seconds"`
@@ -119,15 +126,17 @@ func BenchmarkOperatorAgainstFloor(b *testing.B) {
 		b.Fatal(err)
 	}
 	dyn := dynamicClient(b)
-	r := benchResult{N: n, Size: size, RequestsByVerb: map[string]float64{}, ControlPlaneCPU: map[string]map[string]float64{}}
+	r := benchResult{N: n, Size: size, RequestsByVerb: map[string]float64{},
+		ControlPlaneCPU: map[string]map[string]float64{}, ControlPlaneWrites: map[string]map[string]float64{}}
 
 	// The floor: N Deployments straight to the control plane.
 	floor := newNamespace(b, "floor")
-	cp0 := controlPlaneCPU(b)
+	cp0, w0 := controlPlaneCPU(b), apiServerWrites(b)
 	floorTime, floorApply := converge(b, dyn, deploymentsGVR, floor.name, n, deploymentReady(size), func() {
 		applyAll(b, floor, manifests(n, func(i int) string { return floorDeployment(i, size) }))
 	})
 	r.ControlPlaneCPU["floor"] = cpuSince(b, cp0)
+	r.ControlPlaneWrites["floor"] = writesSince(b, w0, n)
 	r.FloorSeconds, r.FloorApplySeconds = floorTime.Seconds(), floorApply.Seconds()
 	b.Logf("floor: %d deployments of %d ready in %.1f s; deleting them", n, size, r.FloorSeconds)
 	// The operator's run gets the cluster as the floor's found it.
@@ -156,13 +165,14 @@ func BenchmarkOperatorAgainstFloor(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cp0 = controlPlaneCPU(b)
+	cp0, w0 = controlPlaneCPU(b), apiServerWrites(b)
 	start := time.Now()
 	opTime, opApply := converge(b, dyn, memcachedsGVR, ns.name, n, memcachedReady(size), func() {
 		applyAll(b, ns, manifests(n, func(i int) string { return memcached(i, size) }))
 	})
 	end := start.Add(opTime)
 	r.ControlPlaneCPU["operator"] = cpuSince(b, cp0)
+	r.ControlPlaneWrites["operator"] = writesSince(b, w0, n)
 	r.OperatorApplySeconds = opApply.Seconds()
 	cpu1, err := framework.ProcessCPU(op.Pid())
 	if err != nil {
@@ -228,6 +238,8 @@ func report(b *testing.B, r benchResult, file string) {
 		fmt.Sprintf("kubectl apply         floor %.1f s, operator %.1f s; converged %.1f s and %.1f s after their apply", r.FloorApplySeconds, r.OperatorApplySeconds, r.FloorSeconds-r.FloorApplySeconds, r.OperatorSeconds-r.OperatorApplySeconds),
 		"control plane CPU     floor " + cpuLine(r.ControlPlaneCPU["floor"]),
 		"                      operator " + cpuLine(r.ControlPlaneCPU["operator"]),
+		"control plane writes  per resource, floor " + writesLine(r.ControlPlaneWrites["floor"]),
+		"                      operator " + writesLine(r.ControlPlaneWrites["operator"]),
 		fmt.Sprintf("operator CPU          %.2f s during the burst; target <= %.0f s: %s", r.CPUSeconds, targetCPUSeconds, verdict(r.CPUSeconds <= targetCPUSeconds)),
 		fmt.Sprintf("operator peak RSS     %.1f MiB (at the end of the burst %.1f MiB anonymous, %.1f MiB of files); target <= %d MiB: %s",
 			float64(r.PeakRSSBytes)/(1<<20), float64(r.EndRSSAnonBytes)/(1<<20), float64(r.EndRSSFileBytes)/(1<<20), targetPeakRSSBytes>>20, verdict(r.PeakRSSBytes <= targetPeakRSSBytes)),
@@ -341,6 +353,73 @@ func cpuSince(b *testing.B, before map[string]time.Duration) map[string]float64 
 		seconds[c] = (now - before[c]).Seconds()
 	}
 	return seconds
+}
+
+// apiServerWrites returns the writes the API server has served so far, by
+// resource[/subresource], from its apiserver_request_total counter.
+func apiServerWrites(b *testing.B) map[string]float64 {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	metrics, err := cluster.Kubectl().Run(ctx, "get", "--raw", "/metrics")
+	if err != nil {
+		b.Fatal(err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(metrics))
+	if err != nil {
+		b.Fatalf("the API server's /metrics: %v", err)
+	}
+	writes := map[string]float64{}
+	for _, sample := range families["apiserver_request_total"].GetMetric() {
+		labels := map[string]string{}
+		for _, l := range sample.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		switch labels["verb"] {
+		case "POST", "PUT", "PATCH", "DELETE", "APPLY":
+		default:
+			continue
+		}
+		resource := labels["resource"]
+		if labels["subresource"] != "" {
+			resource += "/" + labels["subresource"]
+		}
+		writes[resource] += sample.GetCounter().GetValue()
+	}
+	return writes
+}
+
+// writesSince returns the writes the API server served since before, what
+// apiServerWrites returned earlier, by resource and divided by n.
+func writesSince(b *testing.B, before map[string]float64, n int) map[string]float64 {
+	b.Helper()
+	perResource := map[string]float64{}
+	for resource, count := range apiServerWrites(b) {
+		if d := count - before[resource]; d > 0 {
+			perResource[resource] = d / float64(n)
+		}
+	}
+	return perResource
+}
+
+// writesLine prints a phase's writes per resource: the total, then each
+// resource that took at least 0.5, most first.
+func writesLine(perResource map[string]float64) string {
+	var total float64
+	resources := make([]string, 0, len(perResource))
+	for r, w := range perResource {
+		total += w
+		if w >= 0.5 {
+			resources = append(resources, r)
+		}
+	}
+	sort.Slice(resources, func(i, j int) bool { return perResource[resources[i]] > perResource[resources[j]] })
+	parts := make([]string, 0, len(resources))
+	for _, r := range resources {
+		parts = append(parts, fmt.Sprintf("%s %.1f", r, perResource[r]))
+	}
+	return fmt.Sprintf("%.1f (%s)", total, strings.Join(parts, ", "))
 }
 
 // cpuLine prints a phase's control-plane CPU: the total, then each

@@ -101,6 +101,8 @@ type benchResult struct {
 	LatencySeconds float64 `json:"latency_seconds"`
 	// Binary is the operator measured, when not the one `make build` writes.
 	Binary string `json:"binary,omitempty"`
+	// OperatorEnv is what BENCH_OPERATOR_ENV added to its environment.
+	OperatorEnv []string `json:"operator_env,omitempty"`
 	// Profiles are the operator's pprof profiles of the run.
 	CPUProfile  string `json:"cpu_profile"`
 	HeapProfile string `json:"heap_profile"`
@@ -151,6 +153,11 @@ func BenchmarkOperatorAgainstFloor(b *testing.B) {
 	// BENCH_BINARY measures another build of the operator, such as an
 	// earlier commit's, on the same terms.
 	ns.binary = os.Getenv("BENCH_BINARY")
+	// BENCH_OPERATOR_ENV adds KEY=VALUE entries, separated by spaces, to
+	// the operator's environment alone, such as GOGC or GOMEMLIMIT, to
+	// measure the Go runtime's trade of memory for CPU.
+	ns.env = append(ns.env, strings.Fields(os.Getenv("BENCH_OPERATOR_ENV"))...)
+	r.OperatorEnv = ns.env
 	proxy := ns.viaProxy()
 	r.CPUProfile, r.HeapProfile = filepath.Join(out, "cpu.pprof"), filepath.Join(out, "heap.pprof")
 	r.Binary = ns.binary

@@ -95,7 +95,7 @@ func TestRepairsTheService(t *testing.T) {
 				t.Errorf("status.serviceName: got %q, want %q", status.ServiceName, tt.wantName)
 			}
 			if tt.wantErr != "" {
-				if c := condition(status, v1alpha1.MemcachedDegraded); c == nil || c.Reason != ReasonServiceNotOwned {
+				if c := findCondition(status.Conditions, v1alpha1.MemcachedDegraded); c == nil || c.Reason != ReasonServiceNotOwned {
 					t.Errorf("Degraded: got %+v, want reason %s", c, ReasonServiceNotOwned)
 				}
 			}
@@ -176,7 +176,7 @@ func TestInvalidSpecChangesNothing(t *testing.T) {
 		"get service test/example",
 		"update memcached/status test/example",
 	})
-	if c := condition(f.client.statuses[0], v1alpha1.MemcachedDegraded); c == nil || c.Status != corev1.ConditionTrue || c.Reason != ReasonInvalidSpec {
+	if c := findCondition(f.client.statuses[0].Conditions, v1alpha1.MemcachedDegraded); c == nil || c.Status != corev1.ConditionTrue || c.Reason != ReasonInvalidSpec {
 		t.Errorf("Degraded: got %+v, want True with reason %s", c, ReasonInvalidSpec)
 	}
 }

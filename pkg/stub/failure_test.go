@@ -102,7 +102,7 @@ func TestReportsFailedSteps(t *testing.T) {
 				t.Fatalf("wrote status %d times, want 1", len(f.client.statuses))
 			}
 			status := f.client.statuses[0]
-			degraded := condition(status, v1alpha1.MemcachedDegraded)
+			degraded := findCondition(status.Conditions, v1alpha1.MemcachedDegraded)
 			want := v1alpha1.MemcachedCondition{
 				Type: v1alpha1.MemcachedDegraded, Status: corev1.ConditionTrue,
 				Reason: tt.reason, Message: tt.message, LastTransitionTime: testNow,
@@ -136,7 +136,7 @@ func TestFailureKeepsReportingPods(t *testing.T) {
 	if !reflect.DeepEqual(status.Nodes, []string{"example-a"}) || status.ReadyReplicas != 1 {
 		t.Errorf("pods: got nodes %v with %d ready, want [example-a] with 1 ready", status.Nodes, status.ReadyReplicas)
 	}
-	if c := condition(status, v1alpha1.MemcachedAvailable); c == nil || c.Status != corev1.ConditionFalse || c.Message != "1/3 pods ready" {
+	if c := findCondition(status.Conditions, v1alpha1.MemcachedAvailable); c == nil || c.Status != corev1.ConditionFalse || c.Message != "1/3 pods ready" {
 		t.Errorf("Available: got %+v, want False with 1/3 pods ready", c)
 	}
 }
@@ -187,7 +187,7 @@ func TestChangedFailureIsReportedAgain(t *testing.T) {
 	if len(f.client.statuses) != 2 {
 		t.Fatalf("wrote status %d times, want 2", len(f.client.statuses))
 	}
-	if c := condition(f.client.statuses[1], v1alpha1.MemcachedDegraded); c == nil || !strings.Contains(c.Message, "cannot create resource") {
+	if c := findCondition(f.client.statuses[1].Conditions, v1alpha1.MemcachedDegraded); c == nil || !strings.Contains(c.Message, "cannot create resource") {
 		t.Errorf("Degraded: got %+v, want the RBAC message", c)
 	}
 	if got := f.events(); len(got) != 2 || got[0] == got[1] {
@@ -220,7 +220,7 @@ func TestFailureClearsOnceFixed(t *testing.T) {
 		Type: v1alpha1.MemcachedDegraded, Status: corev1.ConditionFalse,
 		Reason: ReasonPodsStarting, Message: "0/2 pods ready", LastTransitionTime: later,
 	}
-	if c := condition(f.client.statuses[1], v1alpha1.MemcachedDegraded); c == nil || *c != want {
+	if c := findCondition(f.client.statuses[1].Conditions, v1alpha1.MemcachedDegraded); c == nil || *c != want {
 		t.Errorf("Degraded:\n got %+v\nwant %+v", c, want)
 	}
 	if got := f.events(); len(got) != 0 {

@@ -71,6 +71,18 @@ func (f *fixture) reconcileNext() error {
 	return err
 }
 
+// waitQueued waits up to 5 s for the handler's queue to hold a reconcile
+// that was queued for later, such as what, and fails the test without one.
+func (f *fixture) waitQueued(what string) {
+	f.t.Helper()
+	err := wait.PollImmediate(5*time.Millisecond, 5*time.Second, func() (bool, error) {
+		return f.handler.queue.Len() > 0, nil
+	})
+	if err != nil {
+		f.t.Fatalf("%s never came: %v", what, err)
+	}
+}
+
 // events drains the Events the handler recorded.
 func (f *fixture) events() []string {
 	var out []string
@@ -149,11 +161,6 @@ func inSyncStatus(m *v1alpha1.Memcached, nodes ...string) v1alpha1.MemcachedStat
 			{Type: v1alpha1.MemcachedDegraded, Status: corev1.ConditionFalse, Reason: ReasonAsExpected, LastTransitionTime: testNow},
 		},
 	}
-}
-
-// condition returns the condition of type typ in status, or nil.
-func condition(status v1alpha1.MemcachedStatus, typ v1alpha1.MemcachedConditionType) *v1alpha1.MemcachedCondition {
-	return findCondition(status.Conditions, typ)
 }
 
 // steady returns the calls of a reconcile of example whose children are
@@ -321,12 +328,12 @@ func TestReportsCrashLoopingPods(t *testing.T) {
 			if status.ReadyReplicas != 0 || !reflect.DeepEqual(status.Nodes, []string{"example-a"}) {
 				t.Errorf("pods: got nodes %v with %d ready, want [example-a] with 0 ready", status.Nodes, status.ReadyReplicas)
 			}
-			degraded := condition(status, v1alpha1.MemcachedDegraded)
+			degraded := findCondition(status.Conditions, v1alpha1.MemcachedDegraded)
 			if degraded == nil || degraded.Status != corev1.ConditionTrue || degraded.Reason != "CrashLoopBackOff" ||
 				!strings.HasPrefix(degraded.Message, "pod example-a: container memcached: ") {
 				t.Errorf("Degraded: got %+v, want True reason CrashLoopBackOff about pod example-a, container memcached", degraded)
 			}
-			if c := condition(status, v1alpha1.MemcachedAvailable); c == nil || c.Status != corev1.ConditionFalse || c.Reason != ReasonPodsNotReady {
+			if c := findCondition(status.Conditions, v1alpha1.MemcachedAvailable); c == nil || c.Status != corev1.ConditionFalse || c.Reason != ReasonPodsNotReady {
 				t.Errorf("Available: got %+v, want False reason %s", c, ReasonPodsNotReady)
 			}
 
@@ -387,10 +394,10 @@ func TestLeavesForeignDeploymentAlone(t *testing.T) {
 			if len(status.Nodes) != 0 || status.Nodes == nil {
 				t.Errorf("status.nodes: got %#v, want an empty list: no pod is the memcached's", status.Nodes)
 			}
-			if c := condition(status, v1alpha1.MemcachedDegraded); c == nil || c.Status != corev1.ConditionTrue || c.Reason != ReasonDeploymentNotOwned {
+			if c := findCondition(status.Conditions, v1alpha1.MemcachedDegraded); c == nil || c.Status != corev1.ConditionTrue || c.Reason != ReasonDeploymentNotOwned {
 				t.Errorf("Degraded: got %+v, want True reason %s", c, ReasonDeploymentNotOwned)
 			}
-			if c := condition(status, v1alpha1.MemcachedAvailable); c == nil || c.Status != corev1.ConditionFalse || c.Reason != ReasonDeploymentNotOwned {
+			if c := findCondition(status.Conditions, v1alpha1.MemcachedAvailable); c == nil || c.Status != corev1.ConditionFalse || c.Reason != ReasonDeploymentNotOwned {
 				t.Errorf("Available: got %+v, want False reason %s", c, ReasonDeploymentNotOwned)
 			}
 		})
@@ -705,12 +712,7 @@ func TestChildUpdatesAreBatched(t *testing.T) {
 	if n := f.handler.queue.Len(); n != 0 {
 		t.Fatalf("queue holds %d items at once, want none before the batch period", n)
 	}
-	err := wait.PollImmediate(5*time.Millisecond, 5*time.Second, func() (bool, error) {
-		return f.handler.queue.Len() > 0, nil
-	})
-	if err != nil {
-		t.Fatalf("the batched reconcile never came: %v", err)
-	}
+	f.waitQueued("the batched reconcile")
 	if n := f.handler.queue.Len(); n != 1 {
 		t.Errorf("queue holds %d items after the batch period, want the 5 requests as 1", n)
 	}

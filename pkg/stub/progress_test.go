@@ -6,7 +6,6 @@ import (
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // statusOf returns the status the handler computes for m over pods.
@@ -126,15 +125,12 @@ func TestNewMemcachedGetsOneStatusWrite(t *testing.T) {
 	if err := f.handler.reconcileKey("test/example"); err != nil {
 		t.Fatalf("reconcile with the pods ready: %v", err)
 	}
-	if len(f.client.statuses) != 1 || !inProgressComplete(f.client.statuses[0]) {
-		t.Fatalf("wrote %+v, want one status, Progressing False", f.client.statuses)
+	if len(f.client.statuses) != 1 {
+		t.Fatalf("wrote %d statuses, want one", len(f.client.statuses))
 	}
-}
-
-// inProgressComplete reports whether status says the progress is over.
-func inProgressComplete(status v1alpha1.MemcachedStatus) bool {
-	c := findCondition(status.Conditions, v1alpha1.MemcachedProgressing)
-	return c != nil && c.Status == corev1.ConditionFalse && c.Reason == ReasonComplete
+	if c := findCondition(f.client.statuses[0].Conditions, v1alpha1.MemcachedProgressing); c == nil || c.Status != corev1.ConditionFalse || c.Reason != ReasonComplete {
+		t.Fatalf("wrote Progressing %+v, want False with reason %s", c, ReasonComplete)
+	}
 }
 
 // TestHeldProgressIsWrittenLater checks that a held progress report is
@@ -158,12 +154,7 @@ func TestHeldProgressIsWrittenLater(t *testing.T) {
 		t.Fatalf("queue holds %d items at once, want the next reconcile only at the end of the interval", n)
 	}
 
-	err := wait.PollImmediate(5*time.Millisecond, 5*time.Second, func() (bool, error) {
-		return f.handler.queue.Len() > 0, nil
-	})
-	if err != nil {
-		t.Fatalf("no reconcile was queued for the end of the interval: %v", err)
-	}
+	f.waitQueued("the reconcile at the end of the interval")
 	if err := f.reconcileNext(); err != nil {
 		t.Fatalf("the queued reconcile: %v", err)
 	}

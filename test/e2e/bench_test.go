@@ -72,7 +72,7 @@ type benchResult struct {
 	// went while the operator, and the floor, waited for them.
 	ControlPlaneCPU map[string]map[string]float64 `json:"control_plane_cpu_seconds"`
 	// ControlPlaneWrites is, by phase, the writes (POST, PUT, PATCH,
-	// DELETE) that the API server served during the phase's convergence,
+	// DELETE, APPLY) that the API server served during the phase's convergence,
 	// from every client, by resource and subresource, divided by N: the
 	// whole cascade each resource sets off.
 	ControlPlaneWrites map[string]map[string]float64 `json:"control_plane_writes_per_resource"`

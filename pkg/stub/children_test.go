@@ -220,3 +220,46 @@ func TestTemplateHashIsRememberedPerGeneration(t *testing.T) {
 		t.Errorf("the hash of a deleted Memcached is still remembered")
 	}
 }
+
+func TestSetsTheProgressDeadlineOfExistingDeployments(t *testing.T) {
+	tests := []struct {
+		name     string
+		deadline *int32
+	}{
+		{name: "defaulted by the API server", deadline: int32p(600)},
+		{name: "edited", deadline: int32p(30)},
+		{name: "unset"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newMemcached("example", 1)
+			d := ownedDeployment(m, 1)
+			d.Spec.ProgressDeadlineSeconds = tt.deadline
+			f := newFixture(t, m, d, ownedService(m))
+
+			if err := f.handle(m, false); err != nil {
+				t.Fatalf("Handle: %v", err)
+			}
+
+			checkActions(t, f.client.actions, []string{
+				"get deployment test/example",
+				"patch deployment test/example",
+				"get service test/example",
+				"get poddisruptionbudget test/example",
+				"list pods test app=memcached,memcached_cr=example",
+				"get service test/example",
+				"update memcached/status test/example",
+			})
+			if got, want := f.client.patches["patch deployment test/example"], `[{"op":"add","path":"/spec/progressDeadlineSeconds","value":300}]`; got != want {
+				t.Errorf("patch: got %s, want %s: the deadline alone, no roll", got, want)
+			}
+			after := f.client.deployments["test/example"]
+			if s := after.Spec.ProgressDeadlineSeconds; s == nil || *s != progressDeadlineSeconds || templateOf(after) != templateOf(d) {
+				t.Errorf("deployment after the patch: deadline %v, template %s; want %d and the same template", s, templateOf(after), progressDeadlineSeconds)
+			}
+			if got := f.events(); len(got) != 0 {
+				t.Errorf("events: got %q, want none: no pod changes", got)
+			}
+		})
+	}
+}

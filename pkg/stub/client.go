@@ -125,10 +125,12 @@ var (
 
 // OnChildChange makes the caches call enqueue with the namespace and
 // Memcached name (the memcached_cr label) of every child or pod that is
-// added, changed or deleted. Updates of a Deployment or a
-// PodDisruptionBudget that change only its status are left out (see
-// specChanged), and so are updates of a pod that change nothing the
-// trimmed pod keeps (see podChanged). It must be called before Start.
+// added, changed or deleted. Updates of a PodDisruptionBudget that change
+// only its status are left out (see specChanged), and so are updates of a
+// Deployment that change neither its spec nor the conditions that say its
+// rollout is stuck (see deploymentChanged), and updates of a pod that change
+// nothing the trimmed pod keeps (see podChanged). It must be called before
+// Start.
 func (c *CachedClient) OnChildChange(enqueue func(namespace, name string)) {
 	every := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj interface{}) { enqueueOwner(obj, enqueue) },
@@ -146,7 +148,7 @@ func (c *CachedClient) OnChildChange(enqueue func(namespace, name string)) {
 	}
 	c.pods.AddEventHandler(onlyIf(podChanged))
 	c.services.informer.AddEventHandler(every)
-	c.deployments.informer.AddEventHandler(onlyIf(specChanged))
+	c.deployments.informer.AddEventHandler(onlyIf(deploymentChanged))
 	c.pdbs.informer.AddEventHandler(onlyIf(specChanged))
 }
 
@@ -182,6 +184,19 @@ func specChanged(old, obj interface{}) bool {
 		!reflect.DeepEqual(o.GetLabels(), n.GetLabels()) ||
 		!reflect.DeepEqual(o.GetOwnerReferences(), n.GetOwnerReferences()) ||
 		!reflect.DeepEqual(o.GetDeletionTimestamp(), n.GetDeletionTimestamp())
+}
+
+// deploymentChanged reports whether an update of a cached Deployment changed
+// what the reconcile reads: what specChanged compares, or the conditions
+// that trimDeployment keeps, such as a ReplicaFailure that the ReplicaSet
+// controller sets when a quota refuses the pods, or clears.
+func deploymentChanged(old, obj interface{}) bool {
+	o, ok1 := old.(*appsv1.Deployment)
+	n, ok2 := obj.(*appsv1.Deployment)
+	if !ok1 || !ok2 {
+		return true
+	}
+	return specChanged(o, n) || !equality.Semantic.DeepEqual(o.Status.Conditions, n.Status.Conditions)
 }
 
 // enqueueOwner passes the owner of a cached child, or of the last known

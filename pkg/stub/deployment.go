@@ -35,6 +35,19 @@ const (
 	// endpoints controller removes the pod from the Service and clients
 	// that watch it stop sending new requests there.
 	preStopSleepSeconds = 5
+	// progressDeadlineSeconds is how long a roll or a scale of a memcached
+	// Deployment may go without another pod becoming available before the
+	// Deployment controller reports ProgressDeadlineExceeded, which the
+	// Memcached's Degraded condition takes over (see stuck). The clock
+	// restarts with every pod that becomes available, so it bounds the start
+	// of one pod, not a whole roll. A memcached pod is Ready seconds after
+	// its image is pulled: memcached starts at once, and the first TCP
+	// readiness probe runs within its period of 10 s. Five minutes leave
+	// room for a slow pull and for a node that a cluster autoscaler adds,
+	// and still tell within five minutes what no pod's state explains, such
+	// as a pod that stays ContainerCreating; half of Kubernetes' default of
+	// 600 s, which was set for workloads that take minutes to start.
+	progressDeadlineSeconds = 300
 	// hostnameTopologyKey is the node label that tells nodes apart, for
 	// spreading the pods; client-go 1.11 has no constant for it.
 	hostnameTopologyKey = "kubernetes.io/hostname"
@@ -43,11 +56,12 @@ const (
 // newDeploymentForMemcached returns the Deployment that runs m's memcached
 // pods, with defaultImage unless m names its own. It holds what client-go
 // 1.11's types can express; deploymentManifest adds the rest. The reconcile
-// creates it as is and afterwards manages its replica count and, by
-// templateHashAnnotation, its pod template and strategy.
+// creates it as is and afterwards manages its replica count, its progress
+// deadline and, by templateHashAnnotation, its pod template and strategy.
 func newDeploymentForMemcached(m *v1alpha1.Memcached, defaultImage string) *appsv1.Deployment {
 	labels := labelsForMemcached(m.Name)
 	replicas := m.Spec.Size
+	deadline := int32(progressDeadlineSeconds)
 	surge, unavailable := intstr.FromInt(1), intstr.FromInt(0)
 	return &appsv1.Deployment{
 		TypeMeta: metav1.TypeMeta{
@@ -72,6 +86,7 @@ func newDeploymentForMemcached(m *v1alpha1.Memcached, defaultImage string) *apps
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec:       memcachedPodSpec(m, defaultImage),
 			},
+			ProgressDeadlineSeconds: &deadline,
 		},
 	}
 }

@@ -43,6 +43,9 @@ func TestNewDeploymentForMemcached(t *testing.T) {
 			if d.Spec.Replicas == nil || *d.Spec.Replicas != tt.size {
 				t.Errorf("replicas: got %v, want %d", d.Spec.Replicas, tt.size)
 			}
+			if s := d.Spec.ProgressDeadlineSeconds; s == nil || *s != progressDeadlineSeconds {
+				t.Errorf("progressDeadlineSeconds: got %v, want %d", s, progressDeadlineSeconds)
+			}
 			refs := d.OwnerReferences
 			if len(refs) != 1 || refs[0].UID != m.UID || refs[0].Kind != v1alpha1.Kind ||
 				refs[0].APIVersion != v1alpha1.APIVersion() || refs[0].Controller == nil || !*refs[0].Controller {

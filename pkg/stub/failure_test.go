@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -378,5 +379,33 @@ func TestRecorderFoldsIdenticalEvents(t *testing.T) {
 	}
 	if creates != 1 || count != repeats {
 		t.Errorf("got %d Events created, the last with count %d; want 1 Event with count %d", creates, count, repeats)
+	}
+}
+
+// TestReportsWhatTheDeploymentControllerKnows: the conditions of the
+// Memcached's Deployment reach its status through the reconcile, with the
+// controller's reason and message, and without a Warning Event: no step of
+// the operator failed.
+func TestReportsWhatTheDeploymentControllerKnows(t *testing.T) {
+	m := newMemcached("example", 2)
+	d := ownedDeployment(m, 2)
+	d.Status.Conditions = []appsv1.DeploymentCondition{replicaFailure(quotaRefusal)}
+	objects := inSync(m, 2)
+	objects[1] = d
+	f := newFixture(t, objects...)
+
+	if err := f.handle(m, false); err != nil {
+		t.Fatalf("Handle: %v", err)
+	}
+
+	checkActions(t, f.client.actions, steady("update memcached/status test/example"))
+	want := v1alpha1.MemcachedCondition{
+		Type: v1alpha1.MemcachedDegraded, Status: corev1.ConditionTrue, Reason: "FailedCreate", Message: quotaRefusal, LastTransitionTime: testNow,
+	}
+	if c := findCondition(f.client.statuses[0].Conditions, v1alpha1.MemcachedDegraded); c == nil || *c != want {
+		t.Errorf("Degraded:\n got %+v\nwant %+v", c, want)
+	}
+	if got := f.events(); len(got) != 0 {
+		t.Errorf("events: got %q, want none", got)
 	}
 }

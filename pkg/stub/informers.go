@@ -137,14 +137,34 @@ func trimTerminated(t *corev1.ContainerStateTerminated) *corev1.ContainerStateTe
 }
 
 // trimDeployment keeps what the reconcile reads: the Deployment's name,
-// labels, owner references, deletion, spec.replicas and the hash of its pod
-// template, which stands for the template (see templateHashAnnotation).
+// labels, owner references, deletion, spec.replicas, spec.progressDeadlineSeconds,
+// the hash of its pod template, which stands for the template (see
+// templateHashAnnotation), and the conditions that say its rollout is stuck
+// (see deploymentStuckConditions).
 func trimDeployment(d *appsv1.Deployment) {
 	d.Annotations = nil
 	d.Spec.Template = corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Annotations: onlyTemplateHash(d.Spec.Template.Annotations)},
 	}
-	d.Status = appsv1.DeploymentStatus{}
+	d.Status = appsv1.DeploymentStatus{Conditions: deploymentStuckConditions(d.Status.Conditions)}
+}
+
+// deploymentStuckConditions returns the type, status, reason and message of
+// the conditions among conditions that the status reads (see stuck): a
+// ReplicaFailure that is True and a Progressing that is False. A
+// Progressing that is True, whose reason and message follow every step of a
+// roll, and the conditions' times, which move on every status update of the
+// Deployment controller, are left out, so that such updates compare equal
+// (see deploymentChanged).
+func deploymentStuckConditions(conditions []appsv1.DeploymentCondition) []appsv1.DeploymentCondition {
+	var out []appsv1.DeploymentCondition
+	for _, c := range conditions {
+		if (c.Type == appsv1.DeploymentReplicaFailure && c.Status == corev1.ConditionTrue) ||
+			(c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse) {
+			out = append(out, appsv1.DeploymentCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
+		}
+	}
+	return out
 }
 
 // trimService keeps what ensureService compares: the Service's metadata

@@ -79,17 +79,115 @@ func TestTrimmedDeploymentKeepsWhatTheReconcileReads(t *testing.T) {
 	d := ownedDeployment(m, 2)
 	d.Annotations = map[string]string{"deployment.kubernetes.io/revision": "1"}
 	d.Status.ReadyReplicas = 2
+	d.Status.ObservedGeneration = 4
+	d.Status.Conditions = fullDeploymentConditions(replicaFailure(quotaRefusal), deadlineExceeded)
 
 	trimDeployment(d)
 
-	if !metav1.IsControlledBy(d, m) || *d.Spec.Replicas != 2 || d.Name != "example" || d.Labels[crLabel] != "example" {
+	if !metav1.IsControlledBy(d, m) || *d.Spec.Replicas != 2 || d.Name != "example" || d.Labels[crLabel] != "example" ||
+		d.Spec.ProgressDeadlineSeconds == nil || *d.Spec.ProgressDeadlineSeconds != progressDeadlineSeconds {
 		t.Errorf("trimmed deployment lost what the reconcile reads: %+v", d)
 	}
 	if templateOf(d) != manifestHash(t, m, testImage) {
 		t.Errorf("trimmed deployment lost its template hash: %+v", d.Spec.Template.ObjectMeta)
 	}
-	if len(d.Spec.Template.Spec.Containers) != 0 || d.Status.ReadyReplicas != 0 || d.Annotations != nil {
-		t.Errorf("trimmed deployment still holds its template, status or annotations: %+v", d)
+	if want := []appsv1.DeploymentCondition{replicaFailure(quotaRefusal), deadlineExceeded}; !reflect.DeepEqual(d.Status.Conditions, want) {
+		t.Errorf("trimmed conditions:\n got %+v\nwant %+v", d.Status.Conditions, want)
+	}
+	if len(d.Spec.Template.Spec.Containers) != 0 || d.Status.ReadyReplicas != 0 || d.Status.ObservedGeneration != 0 || d.Annotations != nil {
+		t.Errorf("trimmed deployment still holds its template, status counts or annotations: %+v", d)
+	}
+}
+
+// fullDeploymentConditions returns the conditions the Deployment controller
+// writes with stuck among them: with times, and with Available and a
+// Progressing that is True unless stuck holds a False one.
+func fullDeploymentConditions(stuck ...appsv1.DeploymentCondition) []appsv1.DeploymentCondition {
+	conditions := []appsv1.DeploymentCondition{{
+		Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable",
+		Message: "Deployment has minimum availability.", LastUpdateTime: testNow, LastTransitionTime: testNow,
+	}}
+	progressing := appsv1.DeploymentCondition{
+		Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "ReplicaSetUpdated",
+		Message: `ReplicaSet "example-6b7f9c5d4" is progressing.`,
+	}
+	for _, c := range stuck {
+		if c.Type == appsv1.DeploymentProgressing {
+			progressing = c
+			continue
+		}
+		c.LastUpdateTime, c.LastTransitionTime = testNow, testNow
+		conditions = append(conditions, c)
+	}
+	progressing.LastUpdateTime, progressing.LastTransitionTime = testNow, testNow
+	return append(conditions, progressing)
+}
+
+func TestTrimmedDeploymentGivesTheSameStatus(t *testing.T) {
+	m := newMemcached("example", 2)
+	old := newPod(m, "example-a", corev1.PodRunning, true)
+	old.Annotations = map[string]string{templateHashAnnotation: "older"}
+	pods := []*corev1.Pod{old, newPod(m, "example-b", corev1.PodRunning, true), newPod(m, "example-c", corev1.PodPending, false)}
+	tests := []struct {
+		name  string
+		stuck []appsv1.DeploymentCondition
+	}{
+		{name: "rolling"},
+		{name: "pods cannot be created", stuck: []appsv1.DeploymentCondition{replicaFailure(quotaRefusal)}},
+		{name: "past the deadline", stuck: []appsv1.DeploymentCondition{deadlineExceeded}},
+		{name: "both", stuck: []appsv1.DeploymentCondition{replicaFailure(priorityClassRefusal), deadlineExceeded}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			full := ownedDeployment(m, 2)
+			full.Status.Conditions = fullDeploymentConditions(tt.stuck...)
+			trimmed := full.DeepCopy()
+			trimDeployment(trimmed)
+			status := func(d *appsv1.Deployment) v1alpha1.MemcachedStatus {
+				return computeStatus(m, observation{pods: pods, templateHash: currentHash(m), deploymentConditions: d.Status.Conditions}, testNow)
+			}
+
+			if got, want := status(trimmed), status(full); !reflect.DeepEqual(got, want) {
+				t.Errorf("status from the trimmed deployment:\n got %+v\nwant %+v", got, want)
+			}
+		})
+	}
+}
+
+func TestDeploymentChanged(t *testing.T) {
+	m := newMemcached("example", 2)
+	base := ownedDeployment(m, 2)
+	base.Generation = 1
+	base.Status.Conditions = fullDeploymentConditions()
+	tests := []struct {
+		name   string
+		change func(d *appsv1.Deployment)
+		want   bool
+	}{
+		{name: "ready replicas", change: func(d *appsv1.Deployment) { d.Status.ReadyReplicas = 2 }, want: false},
+		{name: "another step of the roll", change: func(d *appsv1.Deployment) {
+			d.Status.Conditions = fullDeploymentConditions()
+			d.Status.Conditions[1].Reason, d.Status.Conditions[1].LastUpdateTime = "NewReplicaSetAvailable", metav1.Now()
+		}, want: false},
+		{name: "spec (generation)", change: func(d *appsv1.Deployment) { d.Generation = 2 }, want: true},
+		{name: "pods cannot be created", change: func(d *appsv1.Deployment) {
+			d.Status.Conditions = fullDeploymentConditions(replicaFailure(quotaRefusal))
+		}, want: true},
+		{name: "past the deadline", change: func(d *appsv1.Deployment) { d.Status.Conditions = fullDeploymentConditions(deadlineExceeded) }, want: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			old, updated := base.DeepCopy(), base.DeepCopy()
+			tt.change(updated)
+			trimDeployment(old)
+			trimDeployment(updated)
+			if got := deploymentChanged(old, updated); got != tt.want {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+	if !deploymentChanged("not a deployment", base) {
+		t.Errorf("an update of unknown objects must count as a change")
 	}
 }
 

@@ -48,13 +48,13 @@ func (h *Handler) reconcileSteps(m *v1alpha1.Memcached) error {
 		return nil
 	}
 	if err := validateSpec(m); err != nil {
-		return h.updateStatus(m, "", newFailure(ReasonInvalidSpec, "%v", err))
+		return h.updateStatus(m, "", nil, newFailure(ReasonInvalidSpec, "%v", err))
 	}
 	want, err := h.desired(m)
 	if err != nil {
-		return h.updateStatus(m, "", newFailure(ReasonDeploymentCreateFailed, "%v", err))
+		return h.updateStatus(m, "", nil, newFailure(ReasonDeploymentCreateFailed, "%v", err))
 	}
-	created, f := h.ensureChildren(m, want)
+	d, created, f := h.ensureChildren(m, want)
 	if created && f == nil {
 		// The new pods take a moment to appear. Their own changes bring the
 		// reconcile that reports them, batched; this one only makes sure a
@@ -64,17 +64,18 @@ func (h *Handler) reconcileSteps(m *v1alpha1.Memcached) error {
 		h.enqueueBatched(key)
 		return nil
 	}
-	return h.updateStatus(m, want.hash, f)
+	return h.updateStatus(m, want.hash, d, f)
 }
 
 // ensureChildren makes sure that m's Deployment, as want, exists, is
 // m's own and runs spec.size replicas of the current pod template, and that
 // m has its Service and, with more than one pod, its PodDisruptionBudget.
-// It reports whether it created the Deployment, and returns the step that
-// failed, or nil. The steps stop at the first failure: a Deployment that is
-// not m's, in particular, gets no Service that would route to its pods.
-func (h *Handler) ensureChildren(m *v1alpha1.Memcached, want *desiredDeployment) (created bool, f *failure) {
-	d, created, f := ensureExists(m, deploymentChild, h.client.GetDeployment, h.client.ReadDeployment,
+// It returns the Deployment as it found it, if any, reports whether it
+// created it, and returns the step that failed, or nil. The steps stop at
+// the first failure: a Deployment that is not m's, in particular, gets no
+// Service that would route to its pods.
+func (h *Handler) ensureChildren(m *v1alpha1.Memcached, want *desiredDeployment) (d *appsv1.Deployment, created bool, f *failure) {
+	d, created, f = ensureExists(m, deploymentChild, h.client.GetDeployment, h.client.ReadDeployment,
 		func() (*appsv1.Deployment, error) {
 			manifest, err := want.build()
 			if err != nil {
@@ -83,25 +84,28 @@ func (h *Handler) ensureChildren(m *v1alpha1.Memcached, want *desiredDeployment)
 			return h.client.CreateDeployment(manifest)
 		})
 	if f != nil {
-		return false, f
+		return nil, false, f
 	}
 	if !created {
 		if !metav1.IsControlledBy(d, m) {
 			// Someone else's: leave it alone, and retry in case its owner
 			// removes it.
-			return false, notOwned(m, deploymentChild, d)
+			return d, false, notOwned(m, deploymentChild, d)
 		}
 		if f := h.ensureSize(m, d); f != nil {
-			return false, f
+			return d, false, f
 		}
 		if f := h.ensurePodTemplate(m, d, want); f != nil {
-			return false, f
+			return d, false, f
+		}
+		if f := h.ensureProgressDeadline(d); f != nil {
+			return d, false, f
 		}
 	}
 	if f := h.ensureService(m); f != nil {
-		return created, f
+		return d, created, f
 	}
-	return created, h.ensurePodDisruptionBudget(m)
+	return d, created, h.ensurePodDisruptionBudget(m)
 }
 
 // ensureSize sets the Deployment's replicas to spec.size when they differ.
@@ -141,9 +145,29 @@ func (h *Handler) ensurePodTemplate(m *v1alpha1.Memcached, d *appsv1.Deployment,
 	return nil
 }
 
+// ensureProgressDeadline sets the Deployment's progressDeadlineSeconds to
+// progressDeadlineSeconds when it differs, as on Deployments that an
+// operator version without it created, where the API server defaulted it
+// to 600. It rolls no pod and needs no Event: only the Deployment
+// controller's deadline changes.
+func (h *Handler) ensureProgressDeadline(d *appsv1.Deployment) *failure {
+	if s := d.Spec.ProgressDeadlineSeconds; s != nil && *s == progressDeadlineSeconds {
+		return nil
+	}
+	patch, err := jsonPatchSet(map[string]interface{}{"/spec/progressDeadlineSeconds": progressDeadlineSeconds})
+	if err == nil {
+		err = h.client.PatchDeployment(d.Namespace, d.Name, patch)
+	}
+	if err != nil {
+		return newFailure(ReasonDeploymentUpdateFailed, "failed to set the progress deadline of deployment %s/%s: %v", d.Namespace, d.Name, err)
+	}
+	return nil
+}
+
 // updateStatus writes the status that m's pods and Service, templateHash
-// (see observation) and f, the failed step or nil, call for, when it differs from the stored one, and returns f, or the
-// write's error.
+// and d, m's Deployment as the reconcile found it or nil (see observation),
+// and f, the failed step or nil, call for, when it differs from the stored
+// one, and returns f, or the write's error.
 //
 // A failure is recorded as a Warning Event only when the stored Degraded
 // condition does not already report it, so a step that keeps failing the same
@@ -151,8 +175,8 @@ func (h *Handler) ensurePodTemplate(m *v1alpha1.Memcached, d *appsv1.Deployment,
 // When the status cannot be written, Events are all that is left: the
 // failure and the write's error are recorded on every attempt, and client-go's
 // event correlator folds the repeats into one Event each, with a count.
-func (h *Handler) updateStatus(m *v1alpha1.Memcached, templateHash string, f *failure) error {
-	status, f := h.desiredStatus(m, templateHash, f)
+func (h *Handler) updateStatus(m *v1alpha1.Memcached, templateHash string, d *appsv1.Deployment, f *failure) error {
+	status, f := h.desiredStatus(m, templateHash, d, f)
 	err := h.writeStatus(m, status)
 	switch {
 	case errors.Is(err, errStale):
@@ -176,9 +200,9 @@ func (h *Handler) updateStatus(m *v1alpha1.Memcached, templateHash string, f *fa
 }
 
 // desiredStatus returns the status m should have after the steps before it,
-// with templateHash and f, the step that failed or nil; and the failure to
+// with templateHash, d and f as updateStatus has them; and the failure to
 // report, which is f or, when the pods cannot be listed, that.
-func (h *Handler) desiredStatus(m *v1alpha1.Memcached, templateHash string, f *failure) (v1alpha1.MemcachedStatus, *failure) {
+func (h *Handler) desiredStatus(m *v1alpha1.Memcached, templateHash string, d *appsv1.Deployment, f *failure) (v1alpha1.MemcachedStatus, *failure) {
 	now := h.now()
 	if f != nil && f.reason == ReasonDeploymentNotOwned {
 		// None of the pods with m's labels are m's.
@@ -192,6 +216,9 @@ func (h *Handler) desiredStatus(m *v1alpha1.Memcached, templateHash string, f *f
 		return unobservedStatus(m, f.reason, f.Error(), now), f
 	}
 	o := observation{pods: pods, templateHash: templateHash, serviceName: h.serviceName(m)}
+	if d != nil && metav1.IsControlledBy(d, m) {
+		o.deploymentConditions = d.Status.Conditions
+	}
 	if f != nil {
 		return failedStatus(m, o, f.reason, f.Error(), now), f
 	}

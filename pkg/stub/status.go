@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -41,6 +42,12 @@ const (
 	// False because fewer than spec.size pods are Ready. The Degraded
 	// condition tells whether they are still starting or why they fail.
 	ReasonPodsNotReady = "PodsNotReady"
+	// ReasonProgressDeadlineExceeded is the Deployment controller's reason
+	// for a Progressing condition that is False: no pod became available
+	// within the Deployment's progressDeadlineSeconds. The Memcached's
+	// Progressing and Degraded conditions take it over, with the
+	// controller's message.
+	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
 )
 
 // reasonCrashLoopBackOff is the kubelet's waiting reason for a container
@@ -57,13 +64,94 @@ type observation struct {
 	templateHash string
 	// serviceName is the name of the Memcached's own Service, "" without one.
 	serviceName string
+	// deploymentConditions are the conditions of the Memcached's own
+	// Deployment that tell a stuck rollout, as the cache keeps them (see
+	// trimDeployment): ReplicaFailure when the ReplicaSet controller
+	// cannot create or delete pods, and Progressing when it is False.
+	deploymentConditions []appsv1.DeploymentCondition
+}
+
+// rollout is what the pods of an observation say about the rollout of the
+// current pod template to spec.size Ready pods.
+type rollout struct {
+	// live are the pods that are not going away, sorted by name.
+	live []*corev1.Pod
+	// outdated counts the live pods of an older pod template.
+	outdated int
+	// ready counts the live pods that are Ready.
+	ready int32
+	// complete is whether spec.size pods of the current template, and no
+	// other live pods, are all Ready.
+	complete bool
+}
+
+// rolloutOf returns the rollout of m's pods in o.
+func rolloutOf(m *v1alpha1.Memcached, o observation) rollout {
+	live := livePods(o.pods)
+	sort.Slice(live, func(i, j int) bool { return live[i].Name < live[j].Name })
+	r := rollout{live: live, ready: countReady(live)}
+	for _, p := range live {
+		if isOutdated(p, o.templateHash) {
+			r.outdated++
+		}
+	}
+	r.complete = r.outdated == 0 && int32(len(live)) == m.Spec.Size && r.ready >= m.Spec.Size
+	return r
+}
+
+// isOutdated reports whether p runs a pod template older than the one of
+// hash; with hash "", unknown, no pod does.
+func isOutdated(p *corev1.Pod, hash string) bool {
+	return hash != "" && p.Annotations[templateHashAnnotation] != hash
+}
+
+// stuck returns why m's pods cannot get to spec.size Ready pods of the
+// current template without a change from outside, as the reason and message
+// of the Degraded condition, or ok false when nothing says so. In this order:
+//   - the Deployment's ReplicaFailure: the ReplicaSet controller cannot
+//     create pods (a quota, a LimitRange, a missing PriorityClass, an
+//     admission policy), with the controller's reason and message;
+//   - a failed pod (see podFailed), the first by name so that the condition
+//     does not move between pods that fail alike: any live pod while fewer
+//     than spec.size are Ready, and a pod of the current template while a
+//     roll goes on, even when the pods of the older one keep the Memcached
+//     Available;
+//   - the Deployment's Progressing condition False with reason
+//     ProgressDeadlineExceeded, unless the pods show the rollout complete.
+func stuck(m *v1alpha1.Memcached, o observation, r rollout) (reason, message string, ok bool) {
+	if c := deploymentCondition(o, appsv1.DeploymentReplicaFailure, corev1.ConditionTrue); c != nil {
+		return c.Reason, c.Message, true
+	}
+	for _, p := range r.live {
+		if r.ready >= m.Spec.Size && (r.outdated == 0 || isOutdated(p, o.templateHash)) {
+			continue
+		}
+		if reason, message, failed := podFailed(p); failed {
+			return reason, message, true
+		}
+	}
+	if c := deploymentCondition(o, appsv1.DeploymentProgressing, corev1.ConditionFalse); c != nil && c.Reason == ReasonProgressDeadlineExceeded && !r.complete {
+		return c.Reason, c.Message, true
+	}
+	return "", "", false
+}
+
+// deploymentCondition returns o's Deployment condition of type typ when it
+// has status, or nil.
+func deploymentCondition(o observation, typ appsv1.DeploymentConditionType, status corev1.ConditionStatus) *appsv1.DeploymentCondition {
+	for i := range o.deploymentConditions {
+		if c := &o.deploymentConditions[i]; c.Type == typ && c.Status == status {
+			return c
+		}
+	}
+	return nil
 }
 
 // computeStatus returns the status m should have when its Deployment is its
 // own and o holds its pods. The result depends only on its inputs, so
 // comparing it with m.Status tells whether a write is needed.
 func computeStatus(m *v1alpha1.Memcached, o observation, now metav1.Time) v1alpha1.MemcachedStatus {
-	return observedStatus(m, o, now, availableCondition(m, o.pods), progressingCondition(m, o), degradedCondition(m, o.pods))
+	return observedStatus(m, o, now, availableCondition(m, o.pods), progressingCondition(m, o), degradedCondition(m, o))
 }
 
 // notOwnedStatus returns the status m should have while a Deployment that
@@ -137,57 +225,57 @@ func availableCondition(m *v1alpha1.Memcached, pods []*corev1.Pod) v1alpha1.Memc
 }
 
 // progressingCondition returns m's Progressing condition when its
-// Deployment is its own and o holds its pods: True while a live pod runs an
+// Deployment is its own and o holds its pods: False with reason Complete once
+// spec.size pods of the current template are all Ready and no other pod is
+// live; False with the Deployment controller's reason and message once it
+// reports ProgressDeadlineExceeded; otherwise True while a live pod runs an
 // older pod template (reason RollingUpdate), else while the number of live
 // pods differs from spec.size (Scaling), else while fewer than spec.size
-// are Ready (PodsStarting); False with reason Complete once spec.size pods
-// of the current template are all Ready. A pod that keeps failing keeps it
-// True: the Degraded condition says why.
+// are Ready (PodsStarting). A True condition's message ends with what keeps
+// the pods from getting there, if anything does (see stuck); the Degraded
+// condition gives the detail.
 func progressingCondition(m *v1alpha1.Memcached, o observation) v1alpha1.MemcachedCondition {
-	live := livePods(o.pods)
-	var outdated int
-	for _, p := range live {
-		if o.templateHash != "" && p.Annotations[templateHashAnnotation] != o.templateHash {
-			outdated++
-		}
+	r := rolloutOf(m, o)
+	if r.complete {
+		return newCondition(v1alpha1.MemcachedProgressing, corev1.ConditionFalse, ReasonComplete, readyMessage(r.ready, m.Spec.Size))
 	}
-	ready := countReady(live)
+	if c := deploymentCondition(o, appsv1.DeploymentProgressing, corev1.ConditionFalse); c != nil && c.Reason == ReasonProgressDeadlineExceeded {
+		return newCondition(v1alpha1.MemcachedProgressing, corev1.ConditionFalse, c.Reason, c.Message)
+	}
+	var reason, message string
 	switch {
-	case outdated > 0:
-		return newCondition(v1alpha1.MemcachedProgressing, corev1.ConditionTrue, ReasonRollingUpdate,
-			fmt.Sprintf("%d of %d pods run an older pod template", outdated, len(live)))
-	case int32(len(live)) != m.Spec.Size:
-		return newCondition(v1alpha1.MemcachedProgressing, corev1.ConditionTrue, ReasonScaling,
-			fmt.Sprintf("scaling from %d to %d pods", len(live), m.Spec.Size))
-	case ready < m.Spec.Size:
-		return newCondition(v1alpha1.MemcachedProgressing, corev1.ConditionTrue, ReasonPodsStarting, readyMessage(ready, m.Spec.Size))
+	case r.outdated > 0:
+		reason, message = ReasonRollingUpdate, fmt.Sprintf("%d of %d pods run an older pod template", r.outdated, len(r.live))
+	case int32(len(r.live)) != m.Spec.Size:
+		reason, message = ReasonScaling, fmt.Sprintf("scaling from %d to %d pods", len(r.live), m.Spec.Size)
+	default:
+		reason, message = ReasonPodsStarting, readyMessage(r.ready, m.Spec.Size)
 	}
-	return newCondition(v1alpha1.MemcachedProgressing, corev1.ConditionFalse, ReasonComplete, readyMessage(ready, m.Spec.Size))
+	if why, _, ok := stuck(m, o, r); ok {
+		message += "; stuck: " + why
+	}
+	return newCondition(v1alpha1.MemcachedProgressing, corev1.ConditionTrue, reason, message)
 }
 
 // degradedCondition returns m's Degraded condition when its Deployment is its
-// own, every reconcile step succeeded (see failedStatus otherwise) and pods
-// are the pods its label selector matches:
-//   - False with reason AsExpected once at least spec.size live pods are Ready;
-//   - otherwise True with the kubelet's or the scheduler's own reason, such
-//     as CrashLoopBackOff or Unschedulable, when a live pod has failed (see
-//     podFailed); the first such pod by name is reported, so that the
-//     condition does not move between pods that fail alike;
+// own, every reconcile step succeeded (see failedStatus otherwise) and o
+// holds its pods:
+//   - True with the reason and message of stuck, when the pods cannot get to
+//     spec.size Ready pods of the current template without a change from
+//     outside: pods that cannot be created, a failed pod, a roll past its
+//     deadline;
+//   - otherwise False with reason AsExpected once at least spec.size live
+//     pods are Ready;
 //   - otherwise False with reason PodsStarting.
-func degradedCondition(m *v1alpha1.Memcached, pods []*corev1.Pod) v1alpha1.MemcachedCondition {
-	live := livePods(pods)
-	ready := countReady(live)
-	if ready >= m.Spec.Size {
+func degradedCondition(m *v1alpha1.Memcached, o observation) v1alpha1.MemcachedCondition {
+	r := rolloutOf(m, o)
+	if reason, message, ok := stuck(m, o, r); ok {
+		return newCondition(v1alpha1.MemcachedDegraded, corev1.ConditionTrue, reason, message)
+	}
+	if r.ready >= m.Spec.Size {
 		return newCondition(v1alpha1.MemcachedDegraded, corev1.ConditionFalse, ReasonAsExpected, "")
 	}
-	sorted := append([]*corev1.Pod(nil), live...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
-	for _, p := range sorted {
-		if reason, message, failed := podFailed(p); failed {
-			return newCondition(v1alpha1.MemcachedDegraded, corev1.ConditionTrue, reason, message)
-		}
-	}
-	return newCondition(v1alpha1.MemcachedDegraded, corev1.ConditionFalse, ReasonPodsStarting, readyMessage(ready, m.Spec.Size))
+	return newCondition(v1alpha1.MemcachedDegraded, corev1.ConditionFalse, ReasonPodsStarting, readyMessage(r.ready, m.Spec.Size))
 }
 
 // readyMessage says how many of the size pods wanted are Ready, in the

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -68,7 +69,7 @@ func TestComputeStatus(t *testing.T) {
 			if got.ObservedGeneration != m.Generation {
 				t.Errorf("observedGeneration: got %d, want %d", got.ObservedGeneration, m.Generation)
 			}
-			want := []v1alpha1.MemcachedCondition{availableCondition(m, tt.pods), progressingCondition(m, observation{pods: tt.pods}), degradedCondition(m, tt.pods)}
+			want := []v1alpha1.MemcachedCondition{availableCondition(m, tt.pods), progressingCondition(m, observation{pods: tt.pods}), degradedCondition(m, observation{pods: tt.pods})}
 			for i := range want {
 				want[i].LastTransitionTime = testNow
 			}
@@ -221,7 +222,7 @@ func TestDegradedCondition(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			m := newMemcached("example", tt.size)
 
-			got := degradedCondition(m, tt.pods)
+			got := degradedCondition(m, observation{pods: tt.pods})
 
 			want := newCondition(v1alpha1.MemcachedDegraded, tt.status, tt.reason, tt.message)
 			if !reflect.DeepEqual(got, want) {
@@ -472,6 +473,160 @@ func TestProgressingCondition(t *testing.T) {
 			got := progressingCondition(m, observation{pods: tt.pods, templateHash: tt.hash})
 			if got.Type != v1alpha1.MemcachedProgressing || got.Status != tt.wantStatus || got.Reason != tt.wantReason || got.Message != tt.wantMsg {
 				t.Errorf("got %s=%s %s %q, want Progressing=%s %s %q", got.Type, got.Status, got.Reason, got.Message, tt.wantStatus, tt.wantReason, tt.wantMsg)
+			}
+		})
+	}
+}
+
+// Messages of the ReplicaSet controller's FailedCreate, as the API server
+// refuses a pod for each cause, and of the Deployment controller's deadline.
+const (
+	quotaRefusal         = `pods "example-6b7f9c5d4-x2k9p" is forbidden: exceeded quota: pods, requested: pods=1, used: pods=2, limited: pods=2`
+	priorityClassRefusal = `pods "example-6b7f9c5d4-" is forbidden: no PriorityClass with name no-such-class was found`
+	limitRangeRefusal    = `pods "example-6b7f9c5d4-q8vnm" is forbidden: maximum memory usage per Container is 64Mi, but limit is 128Mi`
+	admissionRefusal     = `pods "example-6b7f9c5d4-7wz4c" is forbidden: ValidatingAdmissionPolicy 'no-memcached' with binding 'no-memcached' denied request: memcached is not allowed here`
+	deadlineMessage      = `ReplicaSet "example-6b7f9c5d4" has timed out progressing.`
+)
+
+// replicaFailure is the Deployment condition of a ReplicaSet that cannot
+// create its pods, as the API server refused them with message.
+func replicaFailure(message string) appsv1.DeploymentCondition {
+	return appsv1.DeploymentCondition{Type: appsv1.DeploymentReplicaFailure, Status: corev1.ConditionTrue, Reason: "FailedCreate", Message: message}
+}
+
+// deadlineExceeded is the Deployment condition of a rollout past its
+// progressDeadlineSeconds.
+var deadlineExceeded = appsv1.DeploymentCondition{
+	Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: ReasonProgressDeadlineExceeded, Message: deadlineMessage,
+}
+
+// TestStatusOfStuckRollouts: the conditions of every cause of a rollout or
+// scale that cannot finish, from what the Deployment controller and the
+// kubelet report. It backs the README's table of causes.
+func TestStatusOfStuckRollouts(t *testing.T) {
+	m := newMemcached("example", 2)
+	current := currentHash(m)
+	ready := func(name string) *corev1.Pod { return newPod(m, name, corev1.PodRunning, true) }
+	old := func(p *corev1.Pod) *corev1.Pod {
+		p.Annotations = map[string]string{templateHashAnnotation: "older"}
+		return p
+	}
+	pending := func(name string, statuses ...corev1.ContainerStatus) *corev1.Pod {
+		return withContainers(newPod(m, name, corev1.PodPending, false), statuses...)
+	}
+	unschedulable := pending("example-new")
+	unschedulable.Status.Conditions = append(unschedulable.Status.Conditions, corev1.PodCondition{
+		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+		Message: "0/3 nodes are available: 3 Insufficient memory.",
+	})
+	pullBackOff := waiting("memcached", "ImagePullBackOff", `Back-off pulling image "memcached:no-such-tag"`)
+	type cond struct {
+		status          corev1.ConditionStatus
+		reason, message string
+	}
+	tests := []struct {
+		name                            string
+		pods                            []*corev1.Pod
+		deployment                      []appsv1.DeploymentCondition
+		available, progressing, degrade cond
+	}{
+		{
+			name:        "a pod quota used up",
+			deployment:  []appsv1.DeploymentCondition{replicaFailure(quotaRefusal)},
+			available:   cond{corev1.ConditionFalse, ReasonPodsNotReady, "0/2 pods ready"},
+			progressing: cond{corev1.ConditionTrue, ReasonScaling, "scaling from 0 to 2 pods; stuck: FailedCreate"},
+			degrade:     cond{corev1.ConditionTrue, "FailedCreate", quotaRefusal},
+		},
+		{
+			name:        "a missing PriorityClass",
+			deployment:  []appsv1.DeploymentCondition{replicaFailure(priorityClassRefusal)},
+			available:   cond{corev1.ConditionFalse, ReasonPodsNotReady, "0/2 pods ready"},
+			progressing: cond{corev1.ConditionTrue, ReasonScaling, "scaling from 0 to 2 pods; stuck: FailedCreate"},
+			degrade:     cond{corev1.ConditionTrue, "FailedCreate", priorityClassRefusal},
+		},
+		{
+			name:        "a LimitRange, one pod short",
+			pods:        []*corev1.Pod{ready("example-a")},
+			deployment:  []appsv1.DeploymentCondition{replicaFailure(limitRangeRefusal)},
+			available:   cond{corev1.ConditionFalse, ReasonPodsNotReady, "1/2 pods ready"},
+			progressing: cond{corev1.ConditionTrue, ReasonScaling, "scaling from 1 to 2 pods; stuck: FailedCreate"},
+			degrade:     cond{corev1.ConditionTrue, "FailedCreate", limitRangeRefusal},
+		},
+		{
+			name:        "an admission policy refuses the surge pod of a roll",
+			pods:        []*corev1.Pod{old(ready("example-a")), old(ready("example-b"))},
+			deployment:  []appsv1.DeploymentCondition{replicaFailure(admissionRefusal)},
+			available:   cond{corev1.ConditionTrue, ReasonAllReplicasReady, "2/2 pods ready"},
+			progressing: cond{corev1.ConditionTrue, ReasonRollingUpdate, "2 of 2 pods run an older pod template; stuck: FailedCreate"},
+			degrade:     cond{corev1.ConditionTrue, "FailedCreate", admissionRefusal},
+		},
+		{
+			name:        "a roll to an image that cannot be pulled",
+			pods:        []*corev1.Pod{old(ready("example-a")), old(ready("example-b")), pending("example-new", pullBackOff)},
+			available:   cond{corev1.ConditionTrue, ReasonAllReplicasReady, "2/2 pods ready"},
+			progressing: cond{corev1.ConditionTrue, ReasonRollingUpdate, "2 of 3 pods run an older pod template; stuck: ImagePullBackOff"},
+			degrade:     cond{corev1.ConditionTrue, "ImagePullBackOff", `pod example-new: container memcached: Back-off pulling image "memcached:no-such-tag"`},
+		},
+		{
+			name: "a roll to a template whose pods crash",
+			pods: []*corev1.Pod{old(ready("example-a")), old(ready("example-b")),
+				withContainers(newPod(m, "example-new", corev1.PodRunning, false), crashLooping("example-new", "40s", 3))},
+			available:   cond{corev1.ConditionTrue, ReasonAllReplicasReady, "2/2 pods ready"},
+			progressing: cond{corev1.ConditionTrue, ReasonRollingUpdate, "2 of 3 pods run an older pod template; stuck: CrashLoopBackOff"},
+			degrade: cond{corev1.ConditionTrue, "CrashLoopBackOff", "pod example-new: container memcached: back-off restarting failed container " +
+				"that exited with code 64 (Error): Cannot set item size limit higher than 1/2 of memory max."},
+		},
+		{
+			name:        "a roll to a template no node can take",
+			pods:        []*corev1.Pod{old(ready("example-a")), old(ready("example-b")), unschedulable},
+			available:   cond{corev1.ConditionTrue, ReasonAllReplicasReady, "2/2 pods ready"},
+			progressing: cond{corev1.ConditionTrue, ReasonRollingUpdate, "2 of 3 pods run an older pod template; stuck: Unschedulable"},
+			degrade:     cond{corev1.ConditionTrue, "Unschedulable", "pod example-new: 0/3 nodes are available: 3 Insufficient memory."},
+		},
+		{
+			name:        "a roll past its deadline",
+			pods:        []*corev1.Pod{old(ready("example-a")), old(ready("example-b")), pending("example-new", waiting("memcached", "ContainerCreating", ""))},
+			deployment:  []appsv1.DeploymentCondition{deadlineExceeded},
+			available:   cond{corev1.ConditionTrue, ReasonAllReplicasReady, "2/2 pods ready"},
+			progressing: cond{corev1.ConditionFalse, ReasonProgressDeadlineExceeded, deadlineMessage},
+			degrade:     cond{corev1.ConditionTrue, ReasonProgressDeadlineExceeded, deadlineMessage},
+		},
+		{
+			name:        "a roll going well",
+			pods:        []*corev1.Pod{old(ready("example-a")), old(ready("example-b")), pending("example-new", waiting("memcached", "ContainerCreating", ""))},
+			available:   cond{corev1.ConditionTrue, ReasonAllReplicasReady, "2/2 pods ready"},
+			progressing: cond{corev1.ConditionTrue, ReasonRollingUpdate, "2 of 3 pods run an older pod template"},
+			degrade:     cond{corev1.ConditionFalse, ReasonAsExpected, ""},
+		},
+		{
+			name:        "an old pod failing while the new ones serve",
+			pods:        []*corev1.Pod{ready("example-a"), ready("example-b"), old(pending("example-old", pullBackOff))},
+			available:   cond{corev1.ConditionTrue, ReasonAllReplicasReady, "2/2 pods ready"},
+			progressing: cond{corev1.ConditionTrue, ReasonRollingUpdate, "1 of 3 pods run an older pod template"},
+			degrade:     cond{corev1.ConditionFalse, ReasonAsExpected, ""},
+		},
+		{
+			name:        "a deadline the pods have since met",
+			pods:        []*corev1.Pod{ready("example-a"), ready("example-b")},
+			deployment:  []appsv1.DeploymentCondition{deadlineExceeded},
+			available:   cond{corev1.ConditionTrue, ReasonAllReplicasReady, "2/2 pods ready"},
+			progressing: cond{corev1.ConditionFalse, ReasonComplete, "2/2 pods ready"},
+			degrade:     cond{corev1.ConditionFalse, ReasonAsExpected, ""},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status := computeStatus(m, observation{pods: tt.pods, templateHash: current, deploymentConditions: tt.deployment}, testNow)
+
+			for typ, want := range map[v1alpha1.MemcachedConditionType]cond{
+				v1alpha1.MemcachedAvailable:   tt.available,
+				v1alpha1.MemcachedProgressing: tt.progressing,
+				v1alpha1.MemcachedDegraded:    tt.degrade,
+			} {
+				c := findCondition(status.Conditions, typ)
+				if c == nil || (cond{c.Status, c.Reason, c.Message}) != want {
+					t.Errorf("%s: got %+v, want %+v", typ, c, want)
+				}
 			}
 		})
 	}

@@ -50,8 +50,11 @@ const queueName = "memcached-reconcile"
 // change or the next resync. A Memcached that the API server keeps refusing,
 // for a quota, RBAC, an admission policy or an invalid object alike, thus
 // costs at most 16 attempts per resync period, most of them in its first
-// seconds, plus one per change to it: changes, including the status write
-// that reports the failure, are handled at once but do not reset the backoff.
+// seconds, plus one per change to it: changes are handled at once but do not
+// reset the backoff. The update event of the operator's own status write is
+// no change (see memcachedStore.store), so a failure whose message differs
+// on every attempt, such as a webhook's connection error, which every
+// attempt writes, still waits for its backoff.
 type Handler struct {
 	client     Client
 	recorder   record.EventRecorder
@@ -120,8 +123,9 @@ func (h *Handler) Handle(ctx context.Context, event sdk.Event) error {
 			h.api.memcachedDeleted(ctx)
 			return nil
 		}
-		h.memcacheds.store(k, o)
-		h.queue.Add(k)
+		if h.memcacheds.store(k, o) {
+			h.queue.Add(k)
+		}
 	}
 	return nil
 }
@@ -223,28 +227,43 @@ func (h *Handler) reconcileKey(key string) error {
 type memcachedStore struct {
 	mu    sync.RWMutex
 	items map[string]*v1alpha1.Memcached
+	// written holds, by namespace/name, the resourceVersion of the
+	// operator's own last status write, until the SDK delivers the next
+	// version.
+	written map[string]string
 }
 
 func newMemcachedStore() *memcachedStore {
-	return &memcachedStore{items: map[string]*v1alpha1.Memcached{}}
+	return &memcachedStore{items: map[string]*v1alpha1.Memcached{}, written: map[string]string{}}
 }
 
-// store keeps m, which the SDK made for this event alone, as key's latest.
-func (s *memcachedStore) store(key string, m *v1alpha1.Memcached) {
+// store keeps m, which the SDK made for this event alone, as key's latest,
+// and reports whether m is news to the handler: false when m is the version
+// that the operator's own status write made (see update), which the
+// reconcile that wrote it has already seen. A resync that delivers the same
+// version again is news, and so is everything that the SDK delivers before
+// update records the write.
+func (s *memcachedStore) store(key string, m *v1alpha1.Memcached) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	written, ok := s.written[key]
+	own := ok && written == m.ResourceVersion
+	delete(s.written, key)
 	s.items[key] = m
+	return !own
 }
 
 // update replaces key's Memcached with m, the version the API server
-// returned for a write made from version from, unless the store no longer
-// holds from: the SDK has delivered a newer change, or the deletion, since.
+// returned for a status write made from version from, and records that
+// store should not take m for news; unless the store no longer holds from:
+// the SDK has delivered a newer change, the deletion, or m itself, since.
 // ResourceVersions are only compared for equality, as the API allows.
 func (s *memcachedStore) update(key, from string, m *v1alpha1.Memcached) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old, ok := s.items[key]; ok && old.ResourceVersion == from {
 		s.items[key] = m
+		s.written[key] = m.ResourceVersion
 	}
 }
 
@@ -253,6 +272,7 @@ func (s *memcachedStore) delete(key string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.items, key)
+	delete(s.written, key)
 }
 
 // get returns a copy of key's latest Memcached that the caller may modify.

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/example-inc/memcached-operator/pkg/events"
 	"github.com/example-inc/memcached-operator/pkg/leader"
 	"github.com/example-inc/memcached-operator/pkg/metrics"
 	"github.com/example-inc/memcached-operator/pkg/stub"
@@ -132,10 +133,9 @@ func run(opts *options) error {
 	if err != nil {
 		return fmt.Errorf("failed to create kubernetes client: %v", err)
 	}
-	broadcaster := record.NewBroadcaster()
-	broadcaster.StartLogging(logrus.Debugf)
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events(namespace)})
-	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component})
+	// Event recording is never stopped: the process's exit ends it.
+	recorder, _ := events.NewRecorder(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events(namespace)},
+		scheme.Scheme, corev1.EventSource{Component: component}, logrus.Debugf)
 
 	var elector *leader.Elector
 	if opts.leaderElect {

@@ -35,9 +35,14 @@ type children[T childObject] struct {
 
 	// created holds the objects this client created that the cache has not
 	// shown yet, by namespace/name, so that the reconciles right after a
-	// create need no read from the API server.
-	mu      sync.Mutex
-	created map[string]T
+	// create need no read from the API server. creating holds the names
+	// being created, until the create returns or the cache shows an event
+	// for the name: an object that the cache saw come, or come and go,
+	// before its create returned is not remembered, so that no entry
+	// outlives its object.
+	mu       sync.Mutex
+	created  map[string]T
+	creating map[string]bool
 }
 
 // newChildren returns the children of resource, written through client,
@@ -52,6 +57,7 @@ func newChildren[T childObject](client rest.Interface, resource schema.GroupReso
 		newObj:   newObj,
 		trim:     trim,
 		created:  map[string]T{},
+		creating: map[string]bool{},
 	}
 	// Once the cache shows an object, in any version, it is the truth.
 	seen := func(obj interface{}) {
@@ -71,6 +77,7 @@ func (c *children[T]) forget(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.created, key)
+	delete(c.creating, key)
 }
 
 // get reads the cache, then the objects this client created that the cache
@@ -103,28 +110,35 @@ func (c *children[T]) read(namespace, name string) (T, error) {
 
 // create sends manifest as JSON, which keeps fields client-go 1.11's types
 // do not know, reads the created object back in the client's encoding, and
-// remembers it, trimmed as the cache's are, until the cache shows it.
+// remembers it, trimmed as the cache's are, until the cache shows it;
+// unless the cache showed an event for its name while the create was on
+// its way: then the cache knows as much, or more, as when the object was
+// deleted right after its create, by the garbage collector when its owner
+// went in the meantime.
 func (c *children[T]) create(manifest *unstructured.Unstructured) (T, error) {
 	o := c.newObj()
 	body, err := manifest.MarshalJSON()
 	if err != nil {
 		return o, fmt.Errorf("failed to encode %s %s/%s: %v", c.resource, manifest.GetNamespace(), manifest.GetName(), err)
 	}
+	key := manifest.GetNamespace() + "/" + manifest.GetName()
+	c.mu.Lock()
+	c.creating[key] = true
+	c.mu.Unlock()
 	err = c.client.Post().Namespace(manifest.GetNamespace()).Resource(c.resource.Resource).
 		SetHeader("Content-Type", runtime.ContentTypeJSON).Body(body).Do().Into(o)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	unseen := c.creating[key]
+	delete(c.creating, key)
 	if err != nil {
 		return o, err
 	}
 	c.trim(o)
-	// Add, then look: the cache's handler forgets the key after the cache
-	// stores the object, so whichever comes second wins, never a stale
-	// entry.
-	key := o.GetNamespace() + "/" + o.GetName()
-	c.mu.Lock()
-	c.created[key] = o
-	c.mu.Unlock()
-	if _, cached, _ := c.informer.GetIndexer().GetByKey(key); cached {
-		c.forget(key)
+	// The cache's handler runs after the cache stores an object, so an
+	// object remembered here is forgotten once the cache has it.
+	if unseen {
+		c.created[key] = o
 	}
 	return o, nil
 }

@@ -77,7 +77,7 @@ func TestRepairsTheService(t *testing.T) {
 			}
 			var writes []string
 			for _, a := range f.client.actions {
-				if !strings.HasPrefix(a, "get ") && !strings.HasPrefix(a, "list ") && !strings.HasPrefix(a, "update memcached/status") {
+				if !strings.HasPrefix(a, "get ") && !strings.HasPrefix(a, "read ") && !strings.HasPrefix(a, "list ") && !strings.HasPrefix(a, "update memcached/status") {
 					writes = append(writes, a)
 				}
 			}

@@ -12,9 +12,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
 )
 
 // apiRequest is one request the test API server received.
@@ -245,5 +247,78 @@ func TestCachedClientReadsPodsFromCache(t *testing.T) {
 	}
 	if reqs := api.got(); len(reqs) != 0 {
 		t.Errorf("API requests: got %v, want none", reqs)
+	}
+}
+
+// TestPhantomChildIsCreatedAnew: the client remembers creating a
+// Deployment for an earlier Memcached of the same name, which was deleted,
+// with the Deployment, before the cache saw either. The new Memcached gets
+// a Deployment of its own, not a DeploymentNotOwned about one that does not
+// exist.
+func TestPhantomChildIsCreatedAnew(t *testing.T) {
+	m := newMemcached("example", 1)
+	earlier := m.DeepCopy()
+	earlier.UID = "uid-of-a-deleted-memcached"
+	phantom := ownedDeployment(earlier, 1)
+	c, api := newTestCachedClient(t, nil, func(r apiRequest) interface{} {
+		switch {
+		case r.method == "POST" && strings.HasSuffix(r.path, "/deployments"):
+			return ownedDeployment(m, 1)
+		case r.method == "POST" && strings.HasSuffix(r.path, "/services"):
+			return ownedService(m)
+		}
+		return nil // the phantom is gone: 404
+	})
+	c.deployments.created["test/example"] = phantom
+	h := NewHandler(c, record.NewFakeRecorder(10), testImage)
+
+	if err := h.reconcile(m); err != nil {
+		t.Fatalf("reconcile: got %v, want the deployment created", err)
+	}
+
+	var got []string
+	for _, r := range api.got() {
+		got = append(got, r.method+" "+r.path)
+	}
+	checkActions(t, got, []string{
+		"GET /apis/apps/v1/namespaces/test/deployments/example",
+		"POST /apis/apps/v1/namespaces/test/deployments",
+		"POST /api/v1/namespaces/test/services",
+	})
+	if d, err := c.GetDeployment("test", "example"); err != nil || !metav1.IsControlledBy(d, m) {
+		t.Errorf("GetDeployment after the reconcile: got %v, %v; want the new memcached's deployment", d, err)
+	}
+}
+
+// TestCachedClientForgetsAChildTheCacheSawGo: when the cache shows an
+// event for a name while its create is on the way, such as the created
+// object's deletion by the garbage collector, the client does not remember
+// the object: the cache knows better.
+func TestCachedClientForgetsAChildTheCacheSawGo(t *testing.T) {
+	m := newMemcached("example", 1)
+	var c *CachedClient
+	c, _ = newTestCachedClient(t, nil, func(r apiRequest) interface{} {
+		if r.method != "POST" {
+			return nil
+		}
+		// The watch delivers the Deployment's creation and deletion
+		// before the create's response arrives.
+		c.deployments.forget("test/example")
+		return ownedDeployment(m, 1)
+	})
+	manifest, err := deploymentManifest(newDeploymentForMemcached(m, testImage))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := c.CreateDeployment(manifest); err != nil {
+		t.Fatalf("CreateDeployment: %v", err)
+	}
+
+	if d, err := c.GetDeployment("test", "example"); !apierrors.IsNotFound(err) {
+		t.Errorf("GetDeployment: got %v, %v; want NotFound, as the cache has it", d, err)
+	}
+	if n := len(c.deployments.created) + len(c.deployments.creating); n != 0 {
+		t.Errorf("the client holds %d entries for the deployment, want none", n)
 	}
 }

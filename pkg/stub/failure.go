@@ -110,9 +110,16 @@ func notOwned(m *v1alpha1.Memcached, k childKind, obj metav1.Object) *failure {
 // creating it with create when get has none, and reports whether it created
 // it. Only a create that finds the name taken costs a read from the API
 // server: the object there may be one the cache leaves out, such as
-// someone else's without the app=memcached label.
-func ensureExists[T any](m *v1alpha1.Memcached, k childKind, get, read func(namespace, name string) (T, error), create func() (T, error)) (obj T, created bool, f *failure) {
+// someone else's without the app=memcached label. An object from get that m
+// does not control is read again from the API server before the caller
+// reports it as another owner's: the cache may still show, or the client
+// may still remember having created, the child of an earlier Memcached of
+// the same name that is gone with it.
+func ensureExists[T childObject](m *v1alpha1.Memcached, k childKind, get, read func(namespace, name string) (T, error), create func() (T, error)) (obj T, created bool, f *failure) {
 	obj, err := get(m.Namespace, m.Name)
+	if err == nil && !metav1.IsControlledBy(obj, m) {
+		obj, err = read(m.Namespace, m.Name)
+	}
 	if err == nil {
 		return obj, false, nil
 	}

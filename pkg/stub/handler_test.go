@@ -381,6 +381,8 @@ func TestLeavesForeignDeploymentAlone(t *testing.T) {
 			}
 			checkActions(t, f.client.actions, []string{
 				"get deployment test/example",
+				// The API server confirms what the cache shows.
+				"read deployment test/example",
 				"update memcached/status test/example",
 			})
 			events := f.events()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,4 +115,57 @@ func deployOperatorNamespace(t *testing.T, ns, image string) framework.Kubectl {
 		t.Fatal(err)
 	}
 	return cluster.Kubectl().WithNamespace(ns)
+}
+
+// TestRollToAnImageThatCannotBePulled rolls two serving memcached pods to an
+// image the registry does not have. The surge pod can never start, and the
+// roll can never finish, while the old pods keep serving: the Memcached
+// stays Available and turns Degraded with the kubelet's reason, and
+// Progressing says the roll is stuck. Once the image is fixed, the roll goes
+// back to the old template and the Memcached is healthy again.
+func TestRollToAnImageThatCannotBePulled(t *testing.T) {
+	const name, size = "unpullable", 2
+	t.Parallel()
+	createMemcached(t, admin, name, size)
+	waitServing(t, name, size)
+	ctx := context.Background()
+	missing := memcachedImage + "-does-not-exist"
+	if _, err := admin.Run(ctx, "patch", "memcached", name, "--type=merge", "-p", fmt.Sprintf(`{"spec":{"image":%q}}`, missing)); err != nil {
+		t.Fatal(err)
+	}
+
+	reasons := []string{"ErrImagePull", "ImagePullBackOff"}
+	err := framework.Eventually(ctx, readyTimeout, "condition Degraded=True with the kubelet's pull error while Available", func(ctx context.Context) error {
+		m, err := getMemcached(ctx, admin, name)
+		if err != nil {
+			return err
+		}
+		if a := m.Condition("Available"); a == nil || a.Status != "True" {
+			return framework.Permanent(fmt.Errorf("condition Available = %+v while the old pods serve, want True", a))
+		}
+		c := m.Condition("Degraded")
+		if c == nil || c.Status != "True" || !slices.Contains(reasons, c.Reason) || !strings.Contains(c.Message, missing) {
+			return fmt.Errorf("condition Degraded = %+v, want True with a reason in %v about %s", c, reasons, missing)
+		}
+		p := m.Condition("Progressing")
+		if p == nil || p.Status != "True" || p.Reason != "RollingUpdate" || !strings.Contains(p.Message, "; stuck: "+c.Reason) {
+			return fmt.Errorf("condition Progressing = %+v, want True RollingUpdate, stuck on %s", p, c.Reason)
+		}
+		t.Logf("Available=True; Degraded=True %s: %s; Progressing=True %s: %s", c.Reason, c.Message, p.Reason, p.Message)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := admin.Run(ctx, "patch", "memcached", name, "--type=json", "-p", `[{"op":"remove","path":"/spec/image"}]`); err != nil {
+		t.Fatal(err)
+	}
+	o := waitServing(t, name, size)
+	if p := o.Memcached.Condition("Progressing"); p == nil || p.Status != "False" || p.Reason != "Complete" {
+		t.Errorf("condition Progressing = %+v after the fix, want False Complete", p)
+	}
+	if c := o.Memcached.Condition("Degraded"); c == nil || c.Status != "False" || c.Reason != "AsExpected" {
+		t.Errorf("condition Degraded = %+v after the fix, want False AsExpected", c)
+	}
 }

@@ -111,10 +111,10 @@ func (c *children[T]) read(namespace, name string) (T, error) {
 // create sends manifest as JSON, which keeps fields client-go 1.11's types
 // do not know, reads the created object back in the client's encoding, and
 // remembers it, trimmed as the cache's are, until the cache shows it;
-// unless the cache showed an event for its name while the create was on
-// its way: then the cache knows as much, or more, as when the object was
-// deleted right after its create, by the garbage collector when its owner
-// went in the meantime.
+// unless the cache showed an event for its name while the create was on its
+// way, such as the object's creation and then its deletion by the garbage
+// collector, its owner having gone meanwhile: the cache then knows as much
+// as the client, and a remembered object could outlive the real one.
 func (c *children[T]) create(manifest *unstructured.Unstructured) (T, error) {
 	o := c.newObj()
 	body, err := manifest.MarshalJSON()

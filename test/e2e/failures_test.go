@@ -16,9 +16,10 @@ import (
 // keeps failing, in any window shorter than its resync period (5 minutes by
 // default). One queue holds it, the handler's, with exponential backoff
 // (5ms, 10ms ... 82s) and 15 retries after the first attempt. Add one for
-// the Memcached update that the status write reporting the failure causes,
-// which the SDK delivers at once, and one for a status write that loses a
-// resourceVersion race with it. An operator that did not back off would
+// the update event of the status write that reports the failure, which
+// queues an attempt only when the SDK delivers it before the write's
+// response, and one for a status write that loses a resourceVersion race
+// with it. An operator that did not back off would
 // make hundreds of attempts in the window.
 const maxAttemptsBeforeResync = (1 + 15) + 1 + 1
 

@@ -109,7 +109,8 @@ func (o *options) validate() error {
 
 // validateElection checks the leader election timings as client-go does,
 // with the flags' names in the messages, plus the whole second that the
-// Lease's leaseDurationSeconds can hold.
+// Lease's leaseDurationSeconds can hold, and the margin that pkg/leader's
+// guarantee of one leader at a time needs (see leader.Elector.Run).
 func (o *options) validateElection() error {
 	switch {
 	case o.leaseDuration < time.Second:
@@ -120,6 +121,9 @@ func (o *options) validateElection() error {
 		return fmt.Errorf("--leader-elect-retry-period=%v must be positive", o.retryPeriod)
 	case float64(o.renewDeadline) <= leaderelection.JitterFactor*float64(o.retryPeriod):
 		return fmt.Errorf("--leader-elect-renew-deadline=%v must be longer than %v times --leader-elect-retry-period=%v", o.renewDeadline, leaderelection.JitterFactor, o.retryPeriod)
+	case o.leaseDuration-o.renewDeadline-o.retryPeriod/4 < leaderStopTime:
+		return fmt.Errorf("--leader-elect-lease-duration=%v must exceed --leader-elect-renew-deadline=%v by at least %v: a quarter of --leader-elect-retry-period=%v, for the leader to notice its deadline passed, plus %v for it to stop; otherwise a leader cut off from the API server could still be writing when a standby takes over",
+			o.leaseDuration, o.renewDeadline, o.retryPeriod/4+leaderStopTime, o.retryPeriod, leaderStopTime)
 	}
 	return nil
 }

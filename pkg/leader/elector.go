@@ -96,11 +96,14 @@ func (c Config) electionConfig(callbacks leaderelection.LeaderCallbacks) leadere
 // Lease) for LeaseDuration on its own clock (see LeaseLock), and every
 // record it sees was written after the leader's last successful renewal was
 // sent or is that renewal; New checks that LeaseDuration exceeds
-// RenewDeadline + RetryPeriod/4 + StopTime. The one exception is a Lease its
-// holder released, which a standby takes at once: Run releases only after
-// lead has returned. A release written by hand (an empty holder with
-// leaseDurationSeconds 1) is trusted as well, and changes that come and go
-// between two reads of a candidate are not seen.
+// RenewDeadline + RetryPeriod/4 + StopTime. There are two exceptions. A
+// Lease its holder released is taken at once: Run releases only after lead
+// has returned. A process whose first read finds its own name on the Lease
+// resumes it at once: that is a container the kubelet restarted in the pod
+// of a leader that died. What this does not cover: a release written by hand
+// (an empty holder with leaseDurationSeconds 1), an edit by hand that names
+// a process just as it starts, and changes that come and go between two
+// reads of a candidate; until the old leader's next renewal, two could lead.
 //
 // When ctx is done, a leader hands over: Run waits for lead to return (lead
 // must stop its workers and wait for their writes), then releases the Lease

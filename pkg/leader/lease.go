@@ -63,8 +63,10 @@ const ReasonLeaderElection = "LeaderElection"
 //     first found it missing, so that a deleted Lease is taken (created
 //     again) only after LeaseDuration, like an expired one;
 //   - a Lease that names this candidate but that this process did not write
-//     (an edit by hand, or a write by an earlier container of the same pod,
-//     which the lock cannot tell apart) reads as held by someone else;
+//     reads as held by someone else, except at this process's first read:
+//     then it is taken to be the Lease of an earlier container of the same
+//     pod, which the kubelet restarted after it died, and the elector resumes
+//     it at once;
 //   - a Lease its holder released (see Release) reads as missing, which makes
 //     the elector Create it at once; Create then takes the released Lease
 //     over with an Update of the version read, so only one candidate wins.
@@ -96,6 +98,8 @@ type LeaseLock struct {
 	lease *unstructured.Unstructured
 	// missingSince is when this lock found the Lease missing, while it is.
 	missingSince time.Time
+	// read is set once the API server has told this lock about the Lease.
+	read bool
 	// held is set while the last write of this lock is its own record and
 	// no read showed otherwise.
 	held bool
@@ -174,7 +178,7 @@ func (l *LeaseLock) Get() (*resourcelock.LeaderElectionRecord, error) {
 		if l.held {
 			l.lose("the lease was deleted")
 		}
-		l.lease = nil
+		l.lease, l.read = nil, true
 		if l.missingSince.IsZero() {
 			l.missingSince = time.Now()
 		}
@@ -187,7 +191,8 @@ func (l *LeaseLock) Get() (*resourcelock.LeaderElectionRecord, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to read lease %s: %v", l.Describe(), err)
 	}
-	l.lease, l.missingSince = lease, time.Time{}
+	first := !l.read
+	l.lease, l.missingSince, l.read = lease, time.Time{}, true
 	switch {
 	case l.held && released(rec):
 		l.lose("someone else released the lease")
@@ -197,7 +202,7 @@ func (l *LeaseLock) Get() (*resourcelock.LeaderElectionRecord, error) {
 	switch {
 	case released(rec):
 		return nil, apierrors.NewNotFound(LeaseResource.GroupResource(), l.name)
-	case rec.HolderIdentity == l.identity && !l.held:
+	case rec.HolderIdentity == l.identity && !l.held && !first:
 		rec.HolderIdentity = notWrittenHere(l.identity)
 	}
 	return rec, nil

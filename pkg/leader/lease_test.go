@@ -196,6 +196,8 @@ func TestLeaseLockShowsTheElector(t *testing.T) {
 		// the lock under test write it.
 		stored      *resourcelock.LeaderElectionRecord
 		writtenHere bool
+		// readBefore has the lock read the Lease before it is stored.
+		readBefore  bool
 		wantHolder  string
 		wantMissing bool
 	}{
@@ -203,12 +205,18 @@ func TestLeaseLockShowsTheElector(t *testing.T) {
 		{name: "released by its holder", stored: &released, wantMissing: true},
 		{name: "another holder", stored: ptrRecord(electionRecord("pod-b", at, 0)), wantHolder: "pod-b"},
 		{name: "own name written here", stored: ptrRecord(electionRecord("pod-a", at, 0)), writtenHere: true, wantHolder: "pod-a"},
-		{name: "own name written elsewhere", stored: ptrRecord(electionRecord("pod-a", at, 0)), wantHolder: "pod-a (not written by this process)"},
+		{name: "own name at the first read", stored: ptrRecord(electionRecord("pod-a", at, 0)), wantHolder: "pod-a"},
+		{name: "own name written elsewhere after a read", stored: ptrRecord(electionRecord("pod-a", at, 0)), readBefore: true, wantHolder: "pod-a (not written by this process)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFront(t, newFakeAPI())
 			lock := f.lock(t, "pod-a")
+			if tt.readBefore {
+				if _, err := lock.Get(); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if tt.stored != nil {
 				writer := f.lock(t, "pod-other")
 				if tt.writtenHere {

@@ -61,7 +61,7 @@ func parseOptions(args []string, getenv func(string) string, output io.Writer) (
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "Address (host:port) of the HTTP server for /metrics, /healthz and /readyz, such as :8080; empty serves none. deploy/operator.yaml sets :8080.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Run as one of several replicas: only the holder of the Lease memcached-operator in the watch namespace reconciles, the others stand by to take over. Off for a single local process; deploy/operator.yaml turns it on.")
 	fs.DurationVar(&o.leaseDuration, "leader-elect-lease-duration", 12*time.Second, "How long a standby waits, after it last saw the leader renew the Lease, before it takes over.")
-	fs.DurationVar(&o.renewDeadline, "leader-elect-renew-deadline", 8*time.Second, "How long the leader tries to renew the Lease before it gives up and exits; shorter than the lease duration.")
+	fs.DurationVar(&o.renewDeadline, "leader-elect-renew-deadline", 8*time.Second, "How long the leader tries to renew the Lease before it gives up and exits; shorter than the lease duration by at least a quarter of the retry period plus 1s, the time the leader is given to stop.")
 	fs.DurationVar(&o.retryPeriod, "leader-elect-retry-period", time.Second, "How often the leader renews the Lease and standbys try to take it.")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "Write a pprof CPU profile of the whole run to this file when the operator stops; empty writes none. For measuring, as `make bench` does.")
 	fs.StringVar(&o.memProfile, "memprofile", "", "Write a pprof heap profile to this file when the operator stops; empty writes none.")

@@ -107,8 +107,8 @@ func (c Config) electionConfig(callbacks leaderelection.LeaderCallbacks) leadere
 //
 // When ctx is done, a leader hands over: Run waits for lead to return (lead
 // must stop its workers and wait for their writes), then releases the Lease
-// so that a standby takes it at once. A standby, or a leader whose lead has
-// returned, releases nothing but never takes the Lease afterwards. client-go
+// so that a standby takes it at once; so it does when lead returns by
+// itself. A standby releases nothing but never takes the Lease afterwards. client-go
 // 1.11's elector goes on running, since it has no way to stop; call Run once
 // per process, and end it soon after Run returns.
 func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context) error) error {
@@ -154,9 +154,15 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context) error)
 	if err != nil {
 		return fmt.Errorf("invalid leader election timings: %v", err)
 	}
-	fenced := func() error {
+	// lose ends leading with err, and keeps this process from writing
+	// the Lease again, without waiting for a request that may hang.
+	lose := func(err error) error {
 		e.leading.Store(false)
-		return fmt.Errorf("%w %s: %s", ErrLeaseLost, lock.Describe(), lock.LostReason())
+		lock.close(err)
+		return err
+	}
+	fenced := func() error {
+		return lose(fmt.Errorf("%w %s: %s", ErrLeaseLost, lock.Describe(), lock.LostReason()))
 	}
 	logrus.Infof("waiting for lease %s as %s", lock.Describe(), lock.Identity())
 	go elector.Run()
@@ -165,14 +171,17 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context) error)
 	case <-lock.Lost():
 		return fenced()
 	case err := <-lost:
-		e.leading.Store(false)
-		return err
+		return lose(err)
 	case err := <-led:
 		if ctx.Err() == nil {
 			e.leading.Store(false)
 			if err == nil {
 				err = errors.New("the operator stopped while leading")
 			}
+			// lead has returned, so nothing writes any more: hand the
+			// Lease over. Should that fail, the standby takes it after a
+			// lease duration, and err is what the caller must see.
+			_ = lock.Release()
 			return err
 		}
 		led <- err
@@ -189,8 +198,7 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context) error)
 		case <-lock.Lost():
 			return fenced()
 		case err := <-lost:
-			e.leading.Store(false)
-			return err
+			return lose(err)
 		}
 	}
 	e.leading.Store(false)

@@ -448,3 +448,26 @@ func TestNewRejectsTimings(t *testing.T) {
 		})
 	}
 }
+
+// TestLeadReturningReleasesTheLease: when lead gives up by itself, nothing
+// writes any more, so Run releases the Lease before it returns lead's error.
+func TestLeadReturningReleasesTheLease(t *testing.T) {
+	api := newFakeAPI()
+	if err := newFront(t, api).lock(t, "pod-a").Create(electionRecord("pod-a", time.Now(), 0)); err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(Config{Lock: newFront(t, api).lock(t, "pod-a"), LeaseDuration: testLeaseDuration, RenewDeadline: testRenewDeadline, RetryPeriod: testRetryPeriod, StopTime: testStopTime})
+	if err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("caches never synced")
+
+	err = e.Run(context.Background(), func(context.Context) error { return boom })
+
+	if !errors.Is(err, boom) {
+		t.Fatalf("Run returned %v, want %v", err, boom)
+	}
+	if spec := storedSpec(t, api); spec["holderIdentity"] != "" || spec["leaseDurationSeconds"] != float64(releasedDurationSeconds) {
+		t.Errorf("lease spec %v, want released", spec)
+	}
+}

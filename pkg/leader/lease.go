@@ -76,9 +76,10 @@ const ReasonLeaderElection = "LeaderElection"
 //
 // Fencing. Once this lock holds the Lease (its own record is the last it
 // wrote), a Get that finds no Lease, another holder, or a release it did not
-// write, closes Lost: the leader must stop at once. After that, or after
-// Release, every Get, Create and Update fails, so this process never takes
-// the Lease again; it is meant to exit.
+// write, closes Lost: the leader must stop at once. After that, after
+// Release, or once the Elector has reported the loss of the Lease, every
+// Get, Create and Update fails, so this process never takes the Lease again;
+// it is meant to exit.
 //
 // The elector calls Get, Create and Update from one goroutine; Release and
 // the methods that report on the lock (Answered, RenewedAt, Lost) may be
@@ -103,8 +104,6 @@ type LeaseLock struct {
 	// held is set while the last write of this lock is its own record and
 	// no read showed otherwise.
 	held bool
-	// closed, once set, fails every later Get, Create and Update.
-	closed error
 	// lost is closed when a read shows that a held Lease was taken away.
 	lost chan struct{}
 
@@ -118,6 +117,10 @@ type LeaseLock struct {
 	renewedAt time.Time
 	// lostReason says why lost was closed.
 	lostReason string
+	// closed, once set, fails every later Get, Create and Update. It is
+	// guarded by mu, not ops, so that closing never waits for a request
+	// that hangs.
+	closed error
 }
 
 // NewLeaseLock returns a lock on the Lease namespace/name for the candidate
@@ -169,8 +172,8 @@ func notWrittenHere(identity string) string {
 func (l *LeaseLock) Get() (*resourcelock.LeaderElectionRecord, error) {
 	l.ops.Lock()
 	defer l.ops.Unlock()
-	if l.closed != nil {
-		return nil, l.closed
+	if err := l.closedErr(); err != nil {
+		return nil, err
 	}
 	lease, err := l.client.Get(l.name, metav1.GetOptions{})
 	l.answered(err)
@@ -214,8 +217,8 @@ func (l *LeaseLock) Get() (*resourcelock.LeaderElectionRecord, error) {
 func (l *LeaseLock) Create(rec resourcelock.LeaderElectionRecord) error {
 	l.ops.Lock()
 	defer l.ops.Unlock()
-	if l.closed != nil {
-		return l.closed
+	if err := l.closedErr(); err != nil {
+		return err
 	}
 	if l.lease != nil {
 		old, err := recordOf(l.lease)
@@ -234,9 +237,10 @@ func (l *LeaseLock) Create(rec resourcelock.LeaderElectionRecord) error {
 func (l *LeaseLock) Update(rec resourcelock.LeaderElectionRecord) error {
 	l.ops.Lock()
 	defer l.ops.Unlock()
+	if err := l.closedErr(); err != nil {
+		return err
+	}
 	switch {
-	case l.closed != nil:
-		return l.closed
 	case l.lease != nil:
 		return l.update(rec)
 	case !l.missingSince.IsZero():
@@ -294,10 +298,10 @@ func (l *LeaseLock) update(rec resourcelock.LeaderElectionRecord) error {
 func (l *LeaseLock) Release() error {
 	l.ops.Lock()
 	defer l.ops.Unlock()
-	if l.closed != nil {
+	if l.closedErr() != nil {
 		return nil
 	}
-	l.closed = fmt.Errorf("lease %s released by this process", l.Describe())
+	l.close(fmt.Errorf("lease %s released by this process", l.Describe()))
 	if !l.held {
 		return nil
 	}
@@ -332,11 +336,27 @@ func (l *LeaseLock) Release() error {
 // why, and closes Lost. The caller holds ops.
 func (l *LeaseLock) lose(why string) {
 	l.held = false
-	l.closed = fmt.Errorf("lease %s lost: %s", l.Describe(), why)
+	l.close(fmt.Errorf("lease %s lost: %s", l.Describe(), why))
 	l.mu.Lock()
 	l.lostReason = why
 	l.mu.Unlock()
 	close(l.lost)
+}
+
+// close makes every later Get, Create and Update fail with err, unless the
+// lock is closed already. It does not wait for a request in flight.
+func (l *LeaseLock) close(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed == nil {
+		l.closed = err
+	}
+}
+
+func (l *LeaseLock) closedErr() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed
 }
 
 // Lost is closed once a read shows that the Lease this lock held was

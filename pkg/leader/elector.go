@@ -108,9 +108,9 @@ func (c Config) electionConfig(callbacks leaderelection.LeaderCallbacks) leadere
 // When ctx is done, a leader hands over: Run waits for lead to return (lead
 // must stop its workers and wait for their writes), then releases the Lease
 // so that a standby takes it at once; so it does when lead returns by
-// itself. A standby releases nothing but never takes the Lease afterwards. client-go
-// 1.11's elector goes on running, since it has no way to stop; call Run once
-// per process, and end it soon after Run returns.
+// itself. A standby releases nothing but never takes the Lease afterwards.
+// client-go 1.11's elector goes on running, since it has no way to stop;
+// call Run once per process, and end it soon after Run returns.
 func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context) error) error {
 	lock := e.cfg.Lock
 	// lost receives ErrLeaseLost from the watchdog and client-go's

@@ -2,8 +2,9 @@
 // resources in the namespace named by WATCH_NAMESPACE.
 //
 // With --leader-elect, several replicas can run at once: they elect a leader
-// on a Lease (pkg/leader), only the leader reconciles, and a leader that
-// loses the Lease exits so that the kubelet restarts it as a standby. With
+// on a Lease (pkg/leader), only the leader reconciles, a leader that loses
+// the Lease exits so that the kubelet restarts it as a standby, and a leader
+// asked to stop hands the Lease over once its workers are done. With
 // --metrics-addr, every replica serves /metrics, /healthz and /readyz
 // (pkg/metrics).
 package main
@@ -193,12 +194,19 @@ func run(opts *options) error {
 			return err
 		}
 		synced.Store(true)
-		go handler.Run(ctx, opts.workers)
+		workersDone := make(chan struct{})
+		go func() {
+			defer close(workersDone)
+			handler.Run(ctx, opts.workers)
+		}()
 
 		logrus.Infof("watching namespace %q, resync every %v, memcached image %s", namespace, opts.resync, opts.memcachedImage)
 		sdk.Watch(v1alpha1.APIVersion(), v1alpha1.Kind, namespace, opts.resync)
 		sdk.Handle(handler)
 		sdk.Run(ctx)
+		// The elector hands the Lease over once this returns: the
+		// workers' last writes must be done by then.
+		<-workersDone
 		return nil
 	}
 	if elector == nil {
@@ -268,8 +276,14 @@ func newElector(opts *options, base *rest.Config, namespace string, recorder rec
 		LeaseDuration: opts.leaseDuration,
 		RenewDeadline: opts.renewDeadline,
 		RetryPeriod:   opts.retryPeriod,
+		StopTime:      leaderStopTime,
 	})
 }
+
+// leaderStopTime is how long the operator takes to stop writing once it has
+// lost the Lease: main exits at once, and a write that the API server had
+// already received is taken to be stored within this time.
+const leaderStopTime = time.Second
 
 // reconcileResult names the outcome of a reconcile for the metrics.
 func reconcileResult(err error) string {

@@ -61,7 +61,7 @@ func parseOptions(args []string, getenv func(string) string, output io.Writer) (
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "Address (host:port) of the HTTP server for /metrics, /healthz and /readyz, such as :8080; empty serves none. deploy/operator.yaml sets :8080.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Run as one of several replicas: only the holder of the Lease memcached-operator in the watch namespace reconciles, the others stand by to take over. Off for a single local process; deploy/operator.yaml turns it on.")
 	fs.DurationVar(&o.leaseDuration, "leader-elect-lease-duration", 12*time.Second, "How long a standby waits, after it last saw the leader renew the Lease, before it takes over.")
-	fs.DurationVar(&o.renewDeadline, "leader-elect-renew-deadline", 8*time.Second, "How long the leader tries to renew the Lease before it gives up and exits; shorter than the lease duration.")
+	fs.DurationVar(&o.renewDeadline, "leader-elect-renew-deadline", 8*time.Second, "How long the leader tries to renew the Lease before it gives up and exits; shorter than the lease duration by at least a quarter of the retry period plus 1s, the time the leader is given to stop.")
 	fs.DurationVar(&o.retryPeriod, "leader-elect-retry-period", time.Second, "How often the leader renews the Lease and standbys try to take it.")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "Write a pprof CPU profile of the whole run to this file when the operator stops; empty writes none. For measuring, as `make bench` does.")
 	fs.StringVar(&o.memProfile, "memprofile", "", "Write a pprof heap profile to this file when the operator stops; empty writes none.")
@@ -109,7 +109,8 @@ func (o *options) validate() error {
 
 // validateElection checks the leader election timings as client-go does,
 // with the flags' names in the messages, plus the whole second that the
-// Lease's leaseDurationSeconds can hold.
+// Lease's leaseDurationSeconds can hold, and the margin that pkg/leader's
+// guarantee of one leader at a time needs (see leader.Elector.Run).
 func (o *options) validateElection() error {
 	switch {
 	case o.leaseDuration < time.Second:
@@ -120,6 +121,9 @@ func (o *options) validateElection() error {
 		return fmt.Errorf("--leader-elect-retry-period=%v must be positive", o.retryPeriod)
 	case float64(o.renewDeadline) <= leaderelection.JitterFactor*float64(o.retryPeriod):
 		return fmt.Errorf("--leader-elect-renew-deadline=%v must be longer than %v times --leader-elect-retry-period=%v", o.renewDeadline, leaderelection.JitterFactor, o.retryPeriod)
+	case o.leaseDuration-o.renewDeadline-o.retryPeriod/4 < leaderStopTime:
+		return fmt.Errorf("--leader-elect-lease-duration=%v must exceed --leader-elect-renew-deadline=%v by at least %v: a quarter of --leader-elect-retry-period=%v, for the leader to notice its deadline passed, plus %v for it to stop; otherwise a leader cut off from the API server could still be writing when a standby takes over",
+			o.leaseDuration, o.renewDeadline, o.retryPeriod/4+leaderStopTime, o.retryPeriod, leaderStopTime)
 	}
 	return nil
 }

@@ -51,6 +51,8 @@ func TestParseOptions(t *testing.T) {
 		{name: "renew deadline as long as the lease", args: []string{"--leader-elect", "--leader-elect-renew-deadline=12s"}, wantErr: "must be shorter than --leader-elect-lease-duration"},
 		{name: "lease under a second", args: []string{"--leader-elect", "--leader-elect-lease-duration=900ms", "--leader-elect-renew-deadline=500ms", "--leader-elect-retry-period=100ms"}, wantErr: "at least 1s"},
 		{name: "retry period too long for the deadline", args: []string{"--leader-elect", "--leader-elect-retry-period=7s"}, wantErr: "must be longer than 1.2 times"},
+		{name: "no margin to stop after the renew deadline", args: []string{"--leader-elect", "--leader-elect-lease-duration=12s", "--leader-elect-renew-deadline=11s"}, wantErr: "must exceed --leader-elect-renew-deadline=11s by at least 1.25s"},
+		{name: "margin just enough", args: []string{"--leader-elect", "--leader-elect-lease-duration=12s", "--leader-elect-renew-deadline=10750ms"}, check: func(o *options) bool { return o.renewDeadline == 10750*time.Millisecond }},
 		{name: "zero retry period", args: []string{"--leader-elect", "--leader-elect-retry-period=0s"}, wantErr: "must be positive"},
 		{name: "timings unchecked without leader election", args: []string{"--leader-elect-renew-deadline=1h"}, check: func(o *options) bool { return !o.leaderElect }},
 		{name: "stray argument", args: []string{"extra"}, wantErr: "unexpected arguments"},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,13 +23,13 @@ var ErrLeaseLost = errors.New("lost the leader lease")
 // the leader's last renewal: it waits LeaseDuration from when it saw the
 // last renewal, and it looks every RetryPeriod with client-go's jitter of up
 // to 1.2 periods more. The leader gives up RenewDeadline after its last
-// successful renewal, which must leave it time to stop before LeaseDuration
-// runs out.
+// successful renewal, and its watchdog notices within RetryPeriod/4; New
+// requires that to leave StopTime before LeaseDuration runs out.
 type Config struct {
 	// Lock is the Lease the candidates compete for.
 	Lock *LeaseLock
 	// LeaseDuration is how long a standby waits, after it saw the last
-	// renewal, before it takes the Lease.
+	// change of the Lease (or saw it missing), before it takes the Lease.
 	LeaseDuration time.Duration
 	// RenewDeadline is how long the leader keeps trying to renew before it
 	// gives up leading. It must be shorter than LeaseDuration.
@@ -36,6 +37,9 @@ type Config struct {
 	// RetryPeriod is how often candidates try to take the Lease and the
 	// leader renews it.
 	RetryPeriod time.Duration
+	// StopTime is how long the process needs to stop writing once Run
+	// returned ErrLeaseLost.
+	StopTime time.Duration
 }
 
 // Elector runs the operator's work in the one replica that holds the Lease.
@@ -53,6 +57,9 @@ func New(cfg Config) (*Elector, error) {
 	// started; check them here, where the caller can report them.
 	if _, err := leaderelection.NewLeaderElector(cfg.electionConfig(leaderelection.LeaderCallbacks{})); err != nil {
 		return nil, fmt.Errorf("invalid leader election timings: %v", err)
+	}
+	if margin := cfg.LeaseDuration - cfg.RenewDeadline - cfg.RetryPeriod/4; margin < cfg.StopTime {
+		return nil, fmt.Errorf("invalid leader election timings: the lease duration %v leaves %v after the renew deadline %v and a quarter of the retry period %v, less than the stop time %v", cfg.LeaseDuration, margin, cfg.RenewDeadline, cfg.RetryPeriod, cfg.StopTime)
 	}
 	return &Elector{cfg: cfg}, nil
 }
@@ -73,33 +80,73 @@ func (c Config) electionConfig(callbacks leaderelection.LeaderCallbacks) leadere
 // soon as this process may no longer be the leader.
 //
 // When Run returns ErrLeaseLost, the caller must end the process at once,
-// without waiting for lead: the operator-sdk's informers and workers cannot
-// be stopped any other way, and another replica may take the Lease as soon as
-// LeaseDuration has passed since the last renewal. Run reports the loss no
-// later than RenewDeadline plus RetryPeriod/4 after the last successful
-// renewal was sent, even when a request to the API server hangs: besides
-// client-go's elector, which notices only between requests, a watchdog
-// checks the time of the last renewal. The process then has at least
-// LeaseDuration - RenewDeadline - RetryPeriod/4 to exit.
+// without waiting for lead: the operator-sdk's informers cannot be stopped
+// any other way, and another replica may take the Lease soon after. Run
+// reports the loss
+//   - at the first renewal that reads the Lease deleted, released by someone
+//     else or held by another: within about RetryPeriod of the change;
+//   - in any case no later than RenewDeadline plus RetryPeriod/4 after the
+//     last successful renewal was sent, even when a request to the API server
+//     hangs: besides client-go's elector, which notices only between
+//     requests, a watchdog checks the time of the last renewal.
 //
-// A standby that is asked to stop leaves client-go 1.11's elector running,
-// since it has no way to stop; call Run once per process.
+// Guarantee: two processes never lead at once, as long as the process stops
+// writing within StopTime of the loss and clocks run at the same rate. A
+// standby takes the Lease only after it has seen the same record (or no
+// Lease) for LeaseDuration on its own clock (see LeaseLock), and every
+// record it sees was written after the leader's last successful renewal was
+// sent or is that renewal; New checks that LeaseDuration exceeds
+// RenewDeadline + RetryPeriod/4 + StopTime. There are two exceptions. A
+// Lease its holder released is taken at once: Run releases only after lead
+// has returned. A process whose first read finds its own name on the Lease
+// resumes it at once: that is a container the kubelet restarted in the pod
+// of a leader that died. What this does not cover: a release written by hand
+// (an empty holder with leaseDurationSeconds 1), an edit by hand that names
+// a process just as it starts, and changes that come and go between two
+// reads of a candidate; until the old leader's next renewal, two could lead.
+//
+// When ctx is done, a leader hands over: Run waits for lead to return (lead
+// must stop its workers and wait for their writes), then releases the Lease
+// so that a standby takes it at once; so it does when lead returns by
+// itself. A standby releases nothing but never takes the Lease afterwards.
+// client-go 1.11's elector goes on running, since it has no way to stop;
+// call Run once per process, and end it soon after Run returns.
 func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context) error) error {
-	done := make(chan error, 3)
 	lock := e.cfg.Lock
+	// lost receives ErrLeaseLost from the watchdog and client-go's
+	// elector; led receives lead's error. Both are buffered so that
+	// nothing blocks once Run has returned.
+	lost := make(chan error, 2)
+	led := make(chan error, 1)
+	watching, stopWatching := context.WithCancel(context.Background())
+	defer stopWatching()
+	// stopping, once set, keeps a Lease acquired after ctx is done from
+	// starting lead.
+	var mu sync.Mutex
+	stopping := false
 	elector, err := leaderelection.NewLeaderElector(e.cfg.electionConfig(leaderelection.LeaderCallbacks{
 		OnStartedLeading: func(<-chan struct{}) {
+			mu.Lock()
+			if stopping {
+				mu.Unlock()
+				return
+			}
 			e.leading.Store(true)
+			mu.Unlock()
 			logrus.Infof("leading: this process (%s) holds lease %s", lock.Identity(), lock.Describe())
-			go e.watch(ctx, done)
-			done <- lead(ctx)
+			go e.watch(watching, lost)
+			led <- lead(ctx)
 		},
 		OnStoppedLeading: func() {
 			e.leading.Store(false)
-			done <- fmt.Errorf("%w %s: not renewed within %v", ErrLeaseLost, lock.Describe(), e.cfg.RenewDeadline)
+			lost <- fmt.Errorf("%w %s: not renewed within %v", ErrLeaseLost, lock.Describe(), e.cfg.RenewDeadline)
 		},
 		OnNewLeader: func(identity string) {
-			if identity != lock.Identity() {
+			switch identity {
+			case lock.Identity():
+			case "":
+				logrus.Infof("standing by: lease %s has no holder", lock.Describe())
+			default:
 				logrus.Infof("standing by: %s holds lease %s", identity, lock.Describe())
 			}
 		},
@@ -107,24 +154,61 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context) error)
 	if err != nil {
 		return fmt.Errorf("invalid leader election timings: %v", err)
 	}
+	// lose ends leading with err, and keeps this process from writing
+	// the Lease again, without waiting for a request that may hang.
+	lose := func(err error) error {
+		e.leading.Store(false)
+		lock.close(err)
+		return err
+	}
+	fenced := func() error {
+		return lose(fmt.Errorf("%w %s: %s", ErrLeaseLost, lock.Describe(), lock.LostReason()))
+	}
 	logrus.Infof("waiting for lease %s as %s", lock.Describe(), lock.Identity())
 	go elector.Run()
 	select {
 	case <-ctx.Done():
-		return nil
-	case err := <-done:
-		if errors.Is(err, ErrLeaseLost) {
+	case <-lock.Lost():
+		return fenced()
+	case err := <-lost:
+		return lose(err)
+	case err := <-led:
+		if ctx.Err() == nil {
 			e.leading.Store(false)
+			if err == nil {
+				err = errors.New("the operator stopped while leading")
+			}
+			// lead has returned, so nothing writes any more: hand the
+			// Lease over. Should that fail, the standby takes it after a
+			// lease duration, and err is what the caller must see.
+			_ = lock.Release()
 			return err
 		}
-		if ctx.Err() != nil {
-			return nil
+		led <- err
+	}
+
+	mu.Lock()
+	stopping = true
+	leading := e.leading.Load()
+	mu.Unlock()
+	if leading {
+		logrus.Infof("stopping: waiting for the workers, then releasing lease %s", lock.Describe())
+		select {
+		case <-led:
+		case <-lock.Lost():
+			return fenced()
+		case err := <-lost:
+			return lose(err)
 		}
-		if err == nil {
-			err = errors.New("the operator stopped while leading")
-		}
+	}
+	e.leading.Store(false)
+	if err := lock.Release(); err != nil {
 		return err
 	}
+	if leading {
+		logrus.Infof("released lease %s", lock.Describe())
+	}
+	return nil
 }
 
 // watch reports ErrLeaseLost on done when the leader has not renewed for

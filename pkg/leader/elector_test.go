@@ -16,11 +16,19 @@ const (
 	testRetryPeriod   = 50 * time.Millisecond
 )
 
+// testStopTime is the stop time the tests' timings leave room for.
+const testStopTime = 100 * time.Millisecond
+
 // candidate is one replica taking part in an election in a test.
 type candidate struct {
+	name    string
 	elector *Elector
+	// stop cancels Run's context, as SIGTERM does.
+	stop context.CancelFunc
 	// led receives the time lead was called.
 	led chan time.Time
+	// drained receives the time lead returned after Run's context was done.
+	drained chan time.Time
 	// ended receives Run's error and the time it returned.
 	ended chan result
 }
@@ -30,6 +38,10 @@ type result struct {
 	at  time.Time
 }
 
+// drainTime is how long lead takes to return once its context is done,
+// as workers finishing their last writes do.
+const drainTime = 100 * time.Millisecond
+
 // start runs an election for identity through f until the test ends.
 func start(t *testing.T, f *front, identity string) *candidate {
 	t.Helper()
@@ -38,17 +50,20 @@ func start(t *testing.T, f *front, identity string) *candidate {
 		LeaseDuration: testLeaseDuration,
 		RenewDeadline: testRenewDeadline,
 		RetryPeriod:   testRetryPeriod,
+		StopTime:      testStopTime,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &candidate{elector: e, led: make(chan time.Time, 1), ended: make(chan result, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
+	c := &candidate{name: identity, elector: e, stop: cancel, led: make(chan time.Time, 1), drained: make(chan time.Time, 1), ended: make(chan result, 1)}
 	go func() {
 		err := e.Run(ctx, func(ctx context.Context) error {
 			c.led <- time.Now()
 			<-ctx.Done()
+			<-time.After(drainTime)
+			c.drained <- time.Now()
 			return nil
 		})
 		c.ended <- result{err, time.Now()}
@@ -63,22 +78,96 @@ func (c *candidate) waitLead(t *testing.T, timeout time.Duration) time.Time {
 	case at := <-c.led:
 		return at
 	case r := <-c.ended:
-		t.Fatalf("Run returned %v before leading", r.err)
+		t.Fatalf("%s: Run returned %v before leading", c.name, r.err)
 	case <-time.After(timeout):
-		t.Fatalf("not leading after %v", timeout)
+		t.Fatalf("%s: not leading after %v", c.name, timeout)
 	}
 	return time.Time{}
 }
 
+// waitEnd returns Run's result, or fails after timeout.
+func (c *candidate) waitEnd(t *testing.T, timeout time.Duration) result {
+	t.Helper()
+	select {
+	case r := <-c.ended:
+		return r
+	case <-time.After(timeout):
+		t.Fatalf("%s: Run still running after %v", c.name, timeout)
+	}
+	return result{}
+}
+
+// waitRead returns once c's lock has had an answer from the API server, so
+// that c has seen the Lease as it is.
+func (c *candidate) waitRead(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if at, _ := c.elector.cfg.Lock.Answered(); !at.IsZero() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no answer about the lease within 5s", c.name)
+		}
+		<-time.After(testRetryPeriod / 5)
+	}
+}
+
+// overlapWatch samples Leading() of candidates every millisecond until
+// stopped, and fails the test if two ever report it at once.
+func overlapWatch(t *testing.T, cs ...*candidate) (stop func()) {
+	t.Helper()
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			var leading []string
+			for _, c := range cs {
+				if c.elector.Leading() {
+					leading = append(leading, c.name)
+				}
+			}
+			if len(leading) > 1 {
+				t.Errorf("%v all report Leading at %v", leading, time.Now().Format("15:04:05.000"))
+				return
+			}
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+	}
+}
+
+// leaseSpec returns the spec of the stored Lease, failing if there is none.
+func storedSpec(t *testing.T, api *fakeAPI) map[string]interface{} {
+	t.Helper()
+	l := api.lease(testLease)
+	if l == nil {
+		t.Fatal("no lease stored")
+	}
+	return l["spec"].(map[string]interface{})
+}
+
 // TestOneLeaderThenFailover: of two candidates only the first leads while it
-// renews. When its requests to the API server hang, it reports the loss of
-// the Lease before the other can take it, and the other takes it.
+// renews. When its requests to the API server stall for longer than the
+// renew deadline, it reports the loss of the Lease before the other can take
+// it, the other takes it, and the stalled requests, delivered late, change
+// nothing.
 func TestOneLeaderThenFailover(t *testing.T) {
 	api := newFakeAPI()
 	fa, fb := newFront(t, api), newFront(t, api)
 	a := start(t, fa, "pod-a")
 	a.waitLead(t, 5*time.Second)
 	b := start(t, fb, "pod-b")
+	defer overlapWatch(t, a, b)()
 
 	// b stands by for several lease durations while a renews.
 	select {
@@ -92,21 +181,16 @@ func TestOneLeaderThenFailover(t *testing.T) {
 		t.Fatalf("Leading: pod-a %t, pod-b %t; want true, false", a.elector.Leading(), b.elector.Leading())
 	}
 
-	fa.cut.Store(true) // pod-a's requests now hang, as in a partition
-	var lost result
-	select {
-	case lost = <-a.ended:
-	case <-time.After(5 * time.Second):
-		t.Fatal("pod-a did not report the loss of the lease")
-	}
+	fa.pause() // pod-a's requests now stall, as in a partition or a paused process
+	lost := a.waitEnd(t, 5*time.Second)
 	if !errors.Is(lost.err, ErrLeaseLost) {
 		t.Fatalf("pod-a Run returned %v, want ErrLeaseLost", lost.err)
 	}
 	renewed := a.elector.cfg.Lock.RenewedAt()
 	// The watchdog reports within the renew deadline plus a tick; the
 	// property that matters is that it is before the lease can expire.
-	if late := lost.at.Sub(renewed); late < testRenewDeadline || late >= testLeaseDuration {
-		t.Errorf("pod-a reported the loss %v after its last renewal, want between the renew deadline %v and the lease duration %v", late, testRenewDeadline, testLeaseDuration)
+	if late := lost.at.Sub(renewed); late < testRenewDeadline || late >= testLeaseDuration-testStopTime {
+		t.Errorf("pod-a reported the loss %v after its last renewal, want between the renew deadline %v and the lease duration %v less the stop time %v", late, testRenewDeadline, testLeaseDuration, testStopTime)
 	}
 	bLed := b.waitLead(t, 5*time.Second)
 	if !lost.at.Before(bLed) {
@@ -118,9 +202,154 @@ func TestOneLeaderThenFailover(t *testing.T) {
 	if a.elector.Leading() {
 		t.Error("pod-a still reports Leading")
 	}
-	spec := api.lease(testLease)["spec"].(map[string]interface{})
+
+	fa.resume() // the stalled requests reach the API server late
+	for range 3 {
+		b.waitRenewal(t, api)
+	}
+	spec := storedSpec(t, api)
 	if spec["holderIdentity"] != "pod-b" || spec["leaseTransitions"] != float64(1) {
 		t.Errorf("lease spec %v, want holder pod-b after 1 transition", spec)
+	}
+}
+
+// waitRenewal returns once the stored Lease has changed with c as its
+// holder, or fails after a lease duration.
+func (c *candidate) waitRenewal(t *testing.T, api *fakeAPI) {
+	t.Helper()
+	before := storedSpec(t, api)["renewTime"]
+	deadline := time.Now().Add(testLeaseDuration)
+	for {
+		spec := storedSpec(t, api)
+		if spec["renewTime"] != before {
+			if spec["holderIdentity"] != c.name {
+				t.Fatalf("lease spec %v, want holder %s", spec, c.name)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not renew the lease within %v", c.name, testLeaseDuration)
+		}
+		<-time.After(testRetryPeriod / 5)
+	}
+}
+
+// TestOutsideChangeFencesTheLeader: when someone deletes the Lease or writes
+// its holder, the leader stops at its next renewal, and the standby takes the
+// Lease only a lease duration after it saw the change, as after an expiry,
+// even when the new holder is its own name. Never do both lead at once.
+func TestOutsideChangeFencesTheLeader(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(api *fakeAPI)
+	}{
+		{"lease deleted", func(api *fakeAPI) { api.remove(testLease) }},
+		{"holder emptied", func(api *fakeAPI) { api.setHolder(testLease, "") }},
+		{"holder set to a third name", func(api *fakeAPI) { api.setHolder(testLease, "pod-x") }},
+		{"holder set to the standby", func(api *fakeAPI) { api.setHolder(testLease, "pod-b") }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			api := newFakeAPI()
+			a := start(t, newFront(t, api), "pod-a")
+			a.waitLead(t, 5*time.Second)
+			b := start(t, newFront(t, api), "pod-b")
+			b.waitRead(t)
+			defer overlapWatch(t, a, b)()
+
+			tt.change(api)
+			changed := time.Now()
+
+			lost := a.waitEnd(t, 5*time.Second)
+			if !errors.Is(lost.err, ErrLeaseLost) {
+				t.Fatalf("pod-a Run returned %v, want ErrLeaseLost", lost.err)
+			}
+			// The next renewal sees it: within a retry period and a
+			// request, well before the renew deadline.
+			if took := lost.at.Sub(changed); took > testRenewDeadline/2 {
+				t.Errorf("pod-a stopped %v after the change, want within %v", took, testRenewDeadline/2)
+			}
+			bLed := b.waitLead(t, 5*time.Second)
+			if waited := bLed.Sub(changed); waited < testLeaseDuration {
+				t.Errorf("pod-b led %v after the change, before the lease duration %v", waited, testLeaseDuration)
+			}
+			b.waitRenewal(t, api)
+			if a.elector.Leading() {
+				t.Error("pod-a still reports Leading")
+			}
+		})
+	}
+}
+
+// TestHandOverOnStop: a leader asked to stop waits for lead to return, then
+// releases the Lease, and the standby takes it at once instead of after a
+// lease duration. The stopped candidate never takes the Lease again.
+func TestHandOverOnStop(t *testing.T) {
+	api := newFakeAPI()
+	a := start(t, newFront(t, api), "pod-a")
+	a.waitLead(t, 5*time.Second)
+	b := start(t, newFront(t, api), "pod-b")
+	b.waitRead(t)
+	defer overlapWatch(t, a, b)()
+
+	a.stop()
+	stopped := time.Now()
+	end := a.waitEnd(t, 5*time.Second)
+	if end.err != nil {
+		t.Fatalf("pod-a Run returned %v, want nil", end.err)
+	}
+	var drained time.Time
+	select {
+	case drained = <-a.drained:
+	default:
+		t.Fatal("pod-a's Run returned before its lead did")
+	}
+	bLed := b.waitLead(t, 5*time.Second)
+	if !bLed.After(drained) {
+		t.Errorf("pod-b led at %v, before pod-a's lead returned at %v", bLed, drained)
+	}
+	// At once: at the standby's next try, at most 2.2 retry periods.
+	if gap := bLed.Sub(end.at); gap > testLeaseDuration/2 {
+		t.Errorf("pod-b led %v after pod-a released the lease, want within %v", gap, testLeaseDuration/2)
+	}
+	t.Logf("pod-a stopped, drained for %v and released; pod-b led %v after the release, %v after the stop", drained.Sub(stopped).Round(time.Millisecond), bLed.Sub(end.at).Round(time.Millisecond), bLed.Sub(stopped).Round(time.Millisecond))
+	for range 3 * int(testLeaseDuration/testRetryPeriod) / 2 {
+		b.waitRenewal(t, api)
+	}
+	if spec := storedSpec(t, api); spec["leaseTransitions"] != float64(1) {
+		t.Errorf("lease spec %v, want 1 transition", spec)
+	}
+}
+
+// TestStandbyTakesAReleasedLeaseAtOnce, but not a Lease whose holder was
+// emptied by hand.
+func TestStandbyTakesAReleasedLeaseAtOnce(t *testing.T) {
+	tests := []struct {
+		name         string
+		durationSecs float64
+		wantPatience bool
+	}{
+		{"released by its holder", releasedDurationSeconds, false},
+		{"holder emptied by hand", 12, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			api := newFakeAPI()
+			api.put(testLease, map[string]interface{}{
+				"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+				"metadata": map[string]interface{}{"name": testLease, "namespace": testNamespace},
+				"spec":     map[string]interface{}{"holderIdentity": "", "leaseDurationSeconds": tt.durationSecs, "renewTime": "2026-11-29T12:00:00.000000Z", "leaseTransitions": float64(4)},
+			})
+			began := time.Now()
+			c := start(t, newFront(t, api), "pod-b")
+			waited := c.waitLead(t, 5*time.Second).Sub(began)
+			if tt.wantPatience && waited < testLeaseDuration || !tt.wantPatience && waited >= testLeaseDuration/2 {
+				t.Errorf("took the lease after %v; lease duration %v, patience wanted: %t", waited, testLeaseDuration, tt.wantPatience)
+			}
+			if spec := storedSpec(t, api); spec["holderIdentity"] != "pod-b" || spec["leaseTransitions"] != float64(5) {
+				t.Errorf("lease spec %v, want holder pod-b after 5 transitions", spec)
+			}
+		})
 	}
 }
 
@@ -135,6 +364,21 @@ func TestRestartedLeaderResumesItsLease(t *testing.T) {
 	}
 	c := start(t, f, "pod-a")
 	c.waitLead(t, testLeaseDuration/2)
+}
+
+// TestMissingLeaseIsCreatedAfterALeaseDuration: a first candidate, finding
+// no Lease, cannot tell a new installation from a deleted Lease whose leader
+// has not noticed yet, so it waits as after a deletion.
+func TestMissingLeaseIsCreatedAfterALeaseDuration(t *testing.T) {
+	api := newFakeAPI()
+	began := time.Now()
+	c := start(t, newFront(t, api), "pod-a")
+	if waited := c.waitLead(t, 5*time.Second).Sub(began); waited < testLeaseDuration {
+		t.Errorf("created the lease after %v, before the lease duration %v", waited, testLeaseDuration)
+	}
+	if spec := storedSpec(t, api); spec["holderIdentity"] != "pod-a" {
+		t.Errorf("lease spec %v, want holder pod-a", spec)
+	}
 }
 
 func TestStandbyWaitsForAnUnexpiredLease(t *testing.T) {
@@ -169,8 +413,8 @@ func TestCheck(t *testing.T) {
 		t.Errorf("forbidden: got %v, want an error that says Forbidden and nothing of the API's message", err)
 	}
 	f.forbid.Store(false)
-	if _, err := lock.Get(); err == nil {
-		t.Fatal("Get of a missing lease succeeded")
+	if rec, err := lock.Get(); err != nil || rec.HolderIdentity != "" {
+		t.Fatalf("Get of a missing lease: got %+v, %v; want a record held by nobody", rec, err)
 	}
 	if err := e.Check(); err != nil {
 		t.Errorf("after a NotFound answer: got %v, want ready", err)
@@ -186,20 +430,44 @@ func TestCheck(t *testing.T) {
 func TestNewRejectsTimings(t *testing.T) {
 	lock := newFront(t, newFakeAPI()).lock(t, "pod-a")
 	tests := []struct {
-		name                string
-		lease, renew, retry time.Duration
-		wantErr             string
+		name                      string
+		lease, renew, retry, stop time.Duration
+		wantErr                   string
 	}{
-		{"renew deadline not shorter than the lease", 10 * time.Second, 10 * time.Second, time.Second, "leaseDuration must be greater than renewDeadline"},
-		{"retry period too long for the deadline", 10 * time.Second, 2 * time.Second, 2 * time.Second, "renewDeadline must be greater than retryPeriod*JitterFactor"},
-		{"ok", 12 * time.Second, 8 * time.Second, time.Second, ""},
+		{"renew deadline not shorter than the lease", 10 * time.Second, 10 * time.Second, time.Second, 0, "leaseDuration must be greater than renewDeadline"},
+		{"retry period too long for the deadline", 10 * time.Second, 2 * time.Second, 2 * time.Second, 0, "renewDeadline must be greater than retryPeriod*JitterFactor"},
+		{"no time to stop after the deadline", 12 * time.Second, 11 * time.Second, time.Second, time.Second, "leaves 750ms after the renew deadline 11s"},
+		{"ok", 12 * time.Second, 8 * time.Second, time.Second, time.Second, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := New(Config{Lock: lock, LeaseDuration: tt.lease, RenewDeadline: tt.renew, RetryPeriod: tt.retry})
+			_, err := New(Config{Lock: lock, LeaseDuration: tt.lease, RenewDeadline: tt.renew, RetryPeriod: tt.retry, StopTime: tt.stop})
 			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
 				t.Errorf("got %v, want %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestLeadReturningReleasesTheLease: when lead gives up by itself, nothing
+// writes any more, so Run releases the Lease before it returns lead's error.
+func TestLeadReturningReleasesTheLease(t *testing.T) {
+	api := newFakeAPI()
+	if err := newFront(t, api).lock(t, "pod-a").Create(electionRecord("pod-a", time.Now(), 0)); err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(Config{Lock: newFront(t, api).lock(t, "pod-a"), LeaseDuration: testLeaseDuration, RenewDeadline: testRenewDeadline, RetryPeriod: testRetryPeriod, StopTime: testStopTime})
+	if err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("caches never synced")
+
+	err = e.Run(context.Background(), func(context.Context) error { return boom })
+
+	if !errors.Is(err, boom) {
+		t.Fatalf("Run returned %v, want %v", err, boom)
+	}
+	if spec := storedSpec(t, api); spec["holderIdentity"] != "" || spec["leaseDurationSeconds"] != float64(releasedDurationSeconds) {
+		t.Errorf("lease spec %v, want released", spec)
 	}
 }

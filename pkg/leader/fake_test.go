@@ -3,7 +3,6 @@ package leader
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -49,6 +48,23 @@ func (a *fakeAPI) lease(name string) map[string]interface{} {
 	var out map[string]interface{}
 	_ = json.Unmarshal(data, &out)
 	return out
+}
+
+// remove deletes Lease name, as `kubectl delete lease` would.
+func (a *fakeAPI) remove(name string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.leases, name)
+}
+
+// setHolder writes holder into Lease name's spec, as `kubectl edit` would.
+func (a *fakeAPI) setHolder(name, holder string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.rv++
+	obj := a.leases[name]
+	obj["spec"].(map[string]interface{})["holderIdentity"] = holder
+	obj["metadata"].(map[string]interface{})["resourceVersion"] = strconv.Itoa(a.rv)
 }
 
 // put stores obj as Lease name, as another client would.
@@ -130,37 +146,64 @@ func writeStatus(w http.ResponseWriter, code int, reason, message string) {
 	})
 }
 
-// front is one candidate's way to the fake API server, which a test can cut
-// (requests hang, as they do when the API server or the network stalls) or
-// make refuse the candidate (403, as RBAC would).
+// front is one candidate's way to the fake API server, which a test can
+// pause (requests wait, as they do when the process or the network stalls,
+// and reach the API server late once resumed) or make refuse the candidate
+// (403, as RBAC would).
 type front struct {
-	srv     *httptest.Server
-	cut     atomic.Bool
-	forbid  atomic.Bool
-	release chan struct{}
+	srv    *httptest.Server
+	forbid atomic.Bool
+	mu     sync.Mutex
+	// held is closed by resume; nil while requests pass.
+	held chan struct{}
+	// closing is closed when the test ends, dropping held requests.
+	closing chan struct{}
 }
 
 func newFront(t *testing.T, api http.Handler) *front {
-	f := &front{release: make(chan struct{})}
+	f := &front{closing: make(chan struct{})}
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case f.cut.Load():
-			_, _ = io.Copy(io.Discard, r.Body)
+		f.mu.Lock()
+		held := f.held
+		f.mu.Unlock()
+		if held != nil {
 			select {
-			case <-f.release:
-			case <-r.Context().Done():
+			case <-held:
+			case <-f.closing:
+				return
 			}
-		case f.forbid.Load():
-			writeStatus(w, http.StatusForbidden, "Forbidden", `leases.coordination.k8s.io is forbidden: User "system:serviceaccount:ns:x" cannot get resource "leases"`)
-		default:
-			api.ServeHTTP(w, r)
 		}
+		if f.forbid.Load() {
+			writeStatus(w, http.StatusForbidden, "Forbidden", `leases.coordination.k8s.io is forbidden: User "system:serviceaccount:ns:x" cannot get resource "leases"`)
+			return
+		}
+		api.ServeHTTP(w, r)
 	}))
 	t.Cleanup(func() {
-		close(f.release)
+		close(f.closing)
 		f.srv.Close()
 	})
 	return f
+}
+
+// pause makes requests through f wait until resume.
+func (f *front) pause() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.held == nil {
+		f.held = make(chan struct{})
+	}
+}
+
+// resume lets the waiting requests reach the API server, late, and the
+// next ones pass.
+func (f *front) resume() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.held != nil {
+		close(f.held)
+		f.held = nil
+	}
 }
 
 // lock returns a LeaseLock for identity through f.

@@ -54,8 +54,36 @@ const ReasonLeaderElection = "LeaderElection"
 // refuses the other with a Conflict. A successful Update therefore means that
 // nobody else wrote the Lease since this lock read it.
 //
-// The elector calls Get, Create and Update from one goroutine; the methods
-// that report on the lock (Answered, RenewedAt) may be called from any.
+// Patience. client-go 1.11's elector takes a Lease at once when it finds none
+// (it creates one) or finds its own identity as the holder, and otherwise
+// only once it has seen the same record for LeaseDuration. Get shows it the
+// Lease so that the patient rule is the only one that applies to anything
+// this process did not write itself:
+//   - no Lease reads as a record held by nobody, stamped with when this lock
+//     first found it missing, so that a deleted Lease is taken (created
+//     again) only after LeaseDuration, like an expired one;
+//   - a Lease that names this candidate but that this process did not write
+//     reads as held by someone else, except at this process's first read:
+//     then it is taken to be the Lease of an earlier container of the same
+//     pod, which the kubelet restarted after it died, and the elector resumes
+//     it at once;
+//   - a Lease its holder released (see Release) reads as missing, which makes
+//     the elector Create it at once; Create then takes the released Lease
+//     over with an Update of the version read, so only one candidate wins.
+//
+// An empty or foreign holder that someone wrote by hand needs no help: the
+// elector waits LeaseDuration from when it sees any change of the record.
+//
+// Fencing. Once this lock holds the Lease (its own record is the last it
+// wrote), a Get that finds no Lease, another holder, or a release it did not
+// write, closes Lost: the leader must stop at once. After that, after
+// Release, or once the Elector has reported the loss of the Lease, every
+// Get, Create and Update fails, so this process never takes the Lease again;
+// it is meant to exit.
+//
+// The elector calls Get, Create and Update from one goroutine; Release and
+// the methods that report on the lock (Answered, RenewedAt, Lost) may be
+// called from any.
 type LeaseLock struct {
 	client    dynamic.ResourceInterface
 	namespace string
@@ -63,8 +91,21 @@ type LeaseLock struct {
 	identity  string
 	recorder  record.EventRecorder
 
-	// lease is the Lease as the last Get, Create or Update returned it.
+	// ops serializes Get, Create, Update and Release, so that Release,
+	// called by the Elector's goroutine, never races a renewal.
+	ops sync.Mutex
+	// lease is the Lease as the last Get, Create or Update returned it;
+	// nil before the first read and while the Lease is missing.
 	lease *unstructured.Unstructured
+	// missingSince is when this lock found the Lease missing, while it is.
+	missingSince time.Time
+	// read is set once the API server has told this lock about the Lease.
+	read bool
+	// held is set while the last write of this lock is its own record and
+	// no read showed otherwise.
+	held bool
+	// lost is closed when a read shows that a held Lease was taken away.
+	lost chan struct{}
 
 	mu sync.Mutex
 	// answeredAt is when the API server last answered about the Lease,
@@ -74,6 +115,12 @@ type LeaseLock struct {
 	// renewedAt is when the last successful write of this identity's
 	// record was sent: the API server stored it at this time or later.
 	renewedAt time.Time
+	// lostReason says why lost was closed.
+	lostReason string
+	// closed, once set, fails every later Get, Create and Update. It is
+	// guarded by mu, not ops, so that closing never waits for a request
+	// that hangs.
+	closed error
 }
 
 // NewLeaseLock returns a lock on the Lease namespace/name for the candidate
@@ -88,6 +135,7 @@ func NewLeaseLock(client dynamic.Interface, namespace, name, identity string, re
 		name:      name,
 		identity:  identity,
 		recorder:  recorder,
+		lost:      make(chan struct{}),
 	}
 }
 
@@ -101,11 +149,44 @@ type leaseSpec struct {
 	LeaseTransitions     *int32            `json:"leaseTransitions,omitempty"`
 }
 
-// Get returns the record the Lease holds; a NotFound error when there is no
-// Lease, which makes the elector Create it.
+// releasedDurationSeconds is the leaseDurationSeconds of a released Lease:
+// with an empty holder it marks a release by the holder, as client-go 1.14
+// and later write one, apart from a holder emptied by hand, which keeps the
+// candidates' lease duration.
+const releasedDurationSeconds = 1
+
+// released reports whether rec is a Lease that its holder gave up.
+func released(rec *resourcelock.LeaderElectionRecord) bool {
+	return rec.HolderIdentity == "" && rec.LeaseDurationSeconds == releasedDurationSeconds
+}
+
+// notWrittenHere is what Get shows as the holder of a Lease that names this
+// candidate but that this process did not write.
+func notWrittenHere(identity string) string {
+	return identity + " (not written by this process)"
+}
+
+// Get returns the record the elector is to act on (see the type's
+// Patience): the Lease's record, a record held by nobody when the Lease is
+// missing, a NotFound error when its holder released it.
 func (l *LeaseLock) Get() (*resourcelock.LeaderElectionRecord, error) {
+	l.ops.Lock()
+	defer l.ops.Unlock()
+	if err := l.closedErr(); err != nil {
+		return nil, err
+	}
 	lease, err := l.client.Get(l.name, metav1.GetOptions{})
 	l.answered(err)
+	if apierrors.IsNotFound(err) {
+		if l.held {
+			l.lose("the lease was deleted")
+		}
+		l.lease, l.read = nil, true
+		if l.missingSince.IsZero() {
+			l.missingSince = time.Now()
+		}
+		return &resourcelock.LeaderElectionRecord{RenewTime: metav1.NewTime(l.missingSince)}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -113,13 +194,65 @@ func (l *LeaseLock) Get() (*resourcelock.LeaderElectionRecord, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to read lease %s: %v", l.Describe(), err)
 	}
-	l.lease = lease
+	first := !l.read
+	l.lease, l.missingSince, l.read = lease, time.Time{}, true
+	switch {
+	case l.held && released(rec):
+		l.lose("someone else released the lease")
+	case l.held && rec.HolderIdentity != l.identity:
+		l.lose(fmt.Sprintf("the lease names %q as its holder", rec.HolderIdentity))
+	}
+	switch {
+	case released(rec):
+		return nil, apierrors.NewNotFound(LeaseResource.GroupResource(), l.name)
+	case rec.HolderIdentity == l.identity && !l.held && !first:
+		rec.HolderIdentity = notWrittenHere(l.identity)
+	}
 	return rec, nil
 }
 
-// Create creates the Lease holding rec. An AlreadyExists error means another
-// candidate created it first.
+// Create creates the Lease holding rec, or takes over the released Lease
+// that Get reported as missing. An AlreadyExists or Conflict error means
+// another candidate was first.
 func (l *LeaseLock) Create(rec resourcelock.LeaderElectionRecord) error {
+	l.ops.Lock()
+	defer l.ops.Unlock()
+	if err := l.closedErr(); err != nil {
+		return err
+	}
+	if l.lease != nil {
+		old, err := recordOf(l.lease)
+		if err != nil {
+			return err
+		}
+		rec.LeaderTransitions = old.LeaderTransitions + 1
+		return l.update(rec)
+	}
+	return l.create(rec)
+}
+
+// Update writes rec into the Lease as the last Get or Create returned it,
+// or creates the Lease if the last Get found none. A Conflict (or
+// AlreadyExists) error means someone wrote the Lease since.
+func (l *LeaseLock) Update(rec resourcelock.LeaderElectionRecord) error {
+	l.ops.Lock()
+	defer l.ops.Unlock()
+	if err := l.closedErr(); err != nil {
+		return err
+	}
+	switch {
+	case l.lease != nil:
+		return l.update(rec)
+	case !l.missingSince.IsZero():
+		// The elector counted a transition from the holder nobody;
+		// a new Lease has had none.
+		rec.LeaderTransitions = 0
+		return l.create(rec)
+	}
+	return errors.New("lease not yet read: Get or Create it first")
+}
+
+func (l *LeaseLock) create(rec resourcelock.LeaderElectionRecord) error {
 	lease := &unstructured.Unstructured{}
 	lease.SetAPIVersion(LeaseResource.GroupVersion().String())
 	lease.SetKind("Lease")
@@ -134,17 +267,12 @@ func (l *LeaseLock) Create(rec resourcelock.LeaderElectionRecord) error {
 	if err != nil {
 		return err
 	}
-	l.lease = created
+	l.lease, l.missingSince = created, time.Time{}
 	l.wrote(rec, sent)
 	return nil
 }
 
-// Update writes rec into the Lease as the last Get or Create returned it. A
-// Conflict error means someone wrote the Lease since.
-func (l *LeaseLock) Update(rec resourcelock.LeaderElectionRecord) error {
-	if l.lease == nil {
-		return errors.New("lease not yet read: Get or Create it first")
-	}
+func (l *LeaseLock) update(rec resourcelock.LeaderElectionRecord) error {
 	lease := l.lease.DeepCopy()
 	if err := setRecord(lease, rec); err != nil {
 		return err
@@ -158,6 +286,90 @@ func (l *LeaseLock) Update(rec resourcelock.LeaderElectionRecord) error {
 	l.lease = updated
 	l.wrote(rec, sent)
 	return nil
+}
+
+// Release gives the Lease up, if this lock holds it, with an Update of the
+// version it last wrote that empties the holder and sets leaseDurationSeconds
+// to 1: candidates of this package take such a Lease at once (see the type's
+// Patience). Afterwards every Get, Create and Update fails, so that this
+// process never takes the Lease again. Call it once the leader has stopped
+// writing. A Lease that someone else wrote since this lock's last write is
+// not this lock's to release; Release then leaves it alone and returns nil.
+func (l *LeaseLock) Release() error {
+	l.ops.Lock()
+	defer l.ops.Unlock()
+	if l.closedErr() != nil {
+		return nil
+	}
+	l.close(fmt.Errorf("lease %s released by this process", l.Describe()))
+	if !l.held {
+		return nil
+	}
+	l.held = false
+	old, err := recordOf(l.lease)
+	if err != nil {
+		return err
+	}
+	now := metav1.Now()
+	rec := resourcelock.LeaderElectionRecord{
+		LeaseDurationSeconds: releasedDurationSeconds,
+		AcquireTime:          now,
+		RenewTime:            now,
+		LeaderTransitions:    old.LeaderTransitions,
+	}
+	lease := l.lease.DeepCopy()
+	if err := setRecord(lease, rec); err != nil {
+		return err
+	}
+	_, err = l.client.Update(lease)
+	l.answered(err)
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("failed to release lease %s: %v", l.Describe(), err)
+	}
+	return nil
+}
+
+// lose notes that a Lease this lock held was taken away, for the reason
+// why, and closes Lost. The caller holds ops.
+func (l *LeaseLock) lose(why string) {
+	l.held = false
+	l.close(fmt.Errorf("lease %s lost: %s", l.Describe(), why))
+	l.mu.Lock()
+	l.lostReason = why
+	l.mu.Unlock()
+	close(l.lost)
+}
+
+// close makes every later Get, Create and Update fail with err, unless the
+// lock is closed already. It does not wait for a request in flight.
+func (l *LeaseLock) close(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed == nil {
+		l.closed = err
+	}
+}
+
+func (l *LeaseLock) closedErr() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed
+}
+
+// Lost is closed once a read shows that the Lease this lock held was
+// deleted, released by someone else or given to another holder.
+func (l *LeaseLock) Lost() <-chan struct{} {
+	return l.lost
+}
+
+// LostReason says why Lost was closed; empty while it is not.
+func (l *LeaseLock) LostReason() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lostReason
 }
 
 // RecordEvent records event ("became leader", "stopped leading") on the
@@ -203,9 +415,11 @@ func (l *LeaseLock) answered(err error) {
 	l.answerErr = err
 }
 
-// wrote notes a successful write of rec that was sent at sent.
+// wrote notes a successful write of rec that was sent at sent; the
+// caller holds ops.
 func (l *LeaseLock) wrote(rec resourcelock.LeaderElectionRecord, sent time.Time) {
-	if rec.HolderIdentity != l.identity {
+	l.held = rec.HolderIdentity == l.identity
+	if !l.held {
 		return
 	}
 	l.mu.Lock()

@@ -1,6 +1,7 @@
 package leader
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -29,10 +30,11 @@ func TestLeaseLockCreatesTheLease(t *testing.T) {
 	api := newFakeAPI()
 	lock := newFront(t, api).lock(t, "pod-a")
 
-	if _, err := lock.Get(); !apierrors.IsNotFound(err) {
-		t.Fatalf("Get of a missing lease: got %v, want NotFound", err)
+	// The elector updates what Get showed it: a record held by nobody.
+	if _, err := lock.Get(); err != nil {
+		t.Fatalf("Get of a missing lease: %v", err)
 	}
-	if err := lock.Create(electionRecord("pod-a", at.Add(time.Second), 0)); err != nil {
+	if err := lock.Update(electionRecord("pod-a", at.Add(time.Second), 1)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -180,5 +182,176 @@ func TestLeaseLockRecordsEventsOnTheLease(t *testing.T) {
 	lock.RecordEvent("became leader")
 	if got, want := <-recorder.Events, "Normal LeaderElection pod-a became leader"; got != want {
 		t.Errorf("event %q, want %q", got, want)
+	}
+}
+
+// TestLeaseLockShowsTheElector: what Get returns for each state of the
+// Lease, which decides whether client-go's elector takes it at once, waits a
+// lease duration, or creates it (see LeaseLock's Patience).
+func TestLeaseLockShowsTheElector(t *testing.T) {
+	released := resourcelock.LeaderElectionRecord{LeaseDurationSeconds: releasedDurationSeconds, RenewTime: metav1.NewTime(at), LeaderTransitions: 2}
+	tests := []struct {
+		name string
+		// stored is the Lease's record, nil for none; writtenHere has
+		// the lock under test write it.
+		stored      *resourcelock.LeaderElectionRecord
+		writtenHere bool
+		// readBefore has the lock read the Lease before it is stored.
+		readBefore  bool
+		wantHolder  string
+		wantMissing bool
+	}{
+		{name: "missing", wantHolder: ""},
+		{name: "released by its holder", stored: &released, wantMissing: true},
+		{name: "another holder", stored: ptrRecord(electionRecord("pod-b", at, 0)), wantHolder: "pod-b"},
+		{name: "own name written here", stored: ptrRecord(electionRecord("pod-a", at, 0)), writtenHere: true, wantHolder: "pod-a"},
+		{name: "own name at the first read", stored: ptrRecord(electionRecord("pod-a", at, 0)), wantHolder: "pod-a"},
+		{name: "own name written elsewhere after a read", stored: ptrRecord(electionRecord("pod-a", at, 0)), readBefore: true, wantHolder: "pod-a (not written by this process)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFront(t, newFakeAPI())
+			lock := f.lock(t, "pod-a")
+			if tt.readBefore {
+				if _, err := lock.Get(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tt.stored != nil {
+				writer := f.lock(t, "pod-other")
+				if tt.writtenHere {
+					writer = lock
+				}
+				if err := writer.Create(*tt.stored); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			got, err := lock.Get()
+
+			if tt.wantMissing {
+				if !apierrors.IsNotFound(err) {
+					t.Fatalf("got %+v, %v; want NotFound", got, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.HolderIdentity != tt.wantHolder {
+				t.Errorf("holder %q, want %q", got.HolderIdentity, tt.wantHolder)
+			}
+			if tt.stored == nil {
+				again, err := lock.Get()
+				if err != nil || got.RenewTime.IsZero() || !reflect.DeepEqual(again, got) {
+					t.Errorf("a missing lease read %+v then %+v (%v); want the same record, stamped", got, again, err)
+				}
+			}
+		})
+	}
+}
+
+func ptrRecord(r resourcelock.LeaderElectionRecord) *resourcelock.LeaderElectionRecord { return &r }
+
+// TestLeaseLockFencesOnLoss: a lock that holds the Lease reports it Lost
+// when a read shows it deleted or held by another, and then refuses to write,
+// so that its elector cannot create the Lease again.
+func TestLeaseLockFencesOnLoss(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(api *fakeAPI)
+		want   string
+	}{
+		{"deleted", func(api *fakeAPI) { api.remove(testLease) }, "deleted"},
+		{"another holder", func(api *fakeAPI) { api.setHolder(testLease, "pod-b") }, `names "pod-b"`},
+		{"holder emptied", func(api *fakeAPI) { api.setHolder(testLease, "") }, `names ""`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			api := newFakeAPI()
+			lock := newFront(t, api).lock(t, "pod-a")
+			if err := lock.Create(electionRecord("pod-a", at, 0)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := lock.Get(); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-lock.Lost():
+				t.Fatal("Lost closed while the lease is held")
+			default:
+			}
+
+			tt.change(api)
+			_, _ = lock.Get()
+
+			select {
+			case <-lock.Lost():
+			default:
+				t.Fatal("Lost not closed")
+			}
+			if !strings.Contains(lock.LostReason(), tt.want) {
+				t.Errorf("LostReason %q, want it to contain %q", lock.LostReason(), tt.want)
+			}
+			writes := api.writes
+			if err := lock.Update(electionRecord("pod-a", at, 0)); err == nil {
+				t.Error("Update after the loss succeeded")
+			}
+			if err := lock.Create(electionRecord("pod-a", at, 0)); err == nil {
+				t.Error("Create after the loss succeeded")
+			}
+			if api.writes != writes {
+				t.Errorf("%d writes after the loss, want none", api.writes-writes)
+			}
+		})
+	}
+}
+
+// TestLeaseLockRelease: Release empties the holder of a Lease it holds,
+// marks it released and keeps the transitions; a lock that does not hold
+// the Lease writes nothing. Either way the lock writes nothing afterwards.
+func TestLeaseLockRelease(t *testing.T) {
+	for _, holds := range []bool{true, false} {
+		t.Run(fmt.Sprintf("holds %t", holds), func(t *testing.T) {
+			api := newFakeAPI()
+			f := newFront(t, api)
+			lock := f.lock(t, "pod-a")
+			if holds {
+				if err := lock.Create(electionRecord("pod-a", at, 3)); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				if err := f.lock(t, "pod-b").Create(electionRecord("pod-b", at, 3)); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := lock.Get(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			writes := api.writes
+
+			if err := lock.Release(); err != nil {
+				t.Fatal(err)
+			}
+
+			spec := api.lease(testLease)["spec"].(map[string]interface{})
+			if holds {
+				if spec["holderIdentity"] != "" || spec["leaseDurationSeconds"] != float64(releasedDurationSeconds) || spec["leaseTransitions"] != float64(3) {
+					t.Errorf("released spec %v, want no holder, leaseDurationSeconds 1, 3 transitions", spec)
+				}
+			} else if api.writes != writes || spec["holderIdentity"] != "pod-b" {
+				t.Errorf("%d writes, spec %v; want none, holder pod-b", api.writes-writes, spec)
+			}
+			writes = api.writes
+			if _, err := lock.Get(); err == nil {
+				t.Error("Get after Release succeeded")
+			}
+			if err := lock.Create(electionRecord("pod-a", at, 0)); err == nil {
+				t.Error("Create after Release succeeded")
+			}
+			if api.writes != writes {
+				t.Errorf("%d writes after Release, want none", api.writes-writes)
+			}
+		})
 	}
 }

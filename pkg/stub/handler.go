@@ -167,16 +167,24 @@ func (h *Handler) enqueueBatched(key string) {
 }
 
 // Run reconciles what Handle and EnqueueMemcached queue, with workers
-// goroutines, until ctx is done.
+// goroutines, until ctx is done. It returns once every worker has finished
+// the reconcile it was in, so that a leader hands its Lease over only after
+// its last write; a worker takes no new key once ctx is done.
 func (h *Handler) Run(ctx context.Context, workers int) {
-	defer h.queue.ShutDown()
+	var wg sync.WaitGroup
 	for range workers {
-		go wait.Until(func() {
-			for h.processNextItem() {
-			}
-		}, time.Second, ctx.Done())
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wait.Until(func() {
+				for ctx.Err() == nil && h.processNextItem() {
+				}
+			}, time.Second, ctx.Done())
+		}()
 	}
 	<-ctx.Done()
+	h.queue.ShutDown()
+	wg.Wait()
 }
 
 // processNextItem reconciles one queued Memcached and requeues it with

@@ -1,10 +1,14 @@
 package realnode
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,8 +23,7 @@ const failoverBudget = 20 * time.Second
 // TestLeaderFailover deploys the operator as `make deploy` does, two replicas
 // electing a leader on a Lease, to a namespace of its own, and crashes the leader
 // twice: SIGKILL of its process on the real node, then a forced delete of its pod,
-// so that the kubelet cannot restart it in place (a restarted container keeps its
-// pod name and would resume its own lease at once). Right after each kill it
+// so that the pod that replaces it is a new standby. Right after each kill it
 // scales the Memcached. Each time a standby must hold the Lease and have scaled
 // the Deployment within failoverBudget of the kill; the change must end applied;
 // there must be one Deployment, created once; the Lease must count one
@@ -240,4 +243,331 @@ func restarts(p framework.Pod) int {
 		}
 	}
 	return 0
+}
+
+// handOverBudget is the longest a rollout may leave the Memcacheds without a
+// leader: from when the old leader stops taking work to when the next leads.
+const handOverBudget = 3 * time.Second
+
+// leaseDuration is deploy/operator.yaml's --leader-elect-lease-duration (the
+// default): how long a standby waits after it sees the Lease change.
+const leaseDuration = 12 * time.Second
+
+// TestLeaderHandOverOnRollout restarts the operator's two replicas with
+// `kubectl rollout restart` and reads, from the runtime's timestamps on every
+// replica's log, when each one led: never two at once, and each hand-over
+// leaves less than handOverBudget between the old leader stopping its workers
+// and the next one leading, because the old leader releases the Lease once
+// its workers are done. The new leader then scales a Memcached.
+func TestLeaderHandOverOnRollout(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	k := deployOperatorNamespace(t, "leader-handover", memcachedImage)
+	createMemcached(t, k, "handover", 1)
+	waitConverged(t, k, "handover", 1)
+	leader, standby := leaderAndStandby(t, k)
+	logs := followOperatorLogs(t, k)
+	logs.waitFor(t, leader.Metadata.Name, msgLeading)
+	logs.waitFor(t, standby.Metadata.Name, msgWaiting)
+
+	if _, err := k.Run(ctx, "rollout", "restart", "deployment/"+operatorName); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Run(ctx, "rollout", "status", "deployment/"+operatorName, "--timeout=3m"); err != nil {
+		t.Fatal(err)
+	}
+	newLeader, _ := leaderAndStandby(t, k)
+	logs.waitFor(t, newLeader.Metadata.Name, msgLeading)
+	spans := logs.stop()
+
+	t.Logf("leading spans:\n%s", formatSpans(spans))
+	requireOneLeaderAtATime(t, spans)
+	handOvers := 0
+	for i := 1; i < len(spans); i++ {
+		prev, next := spans[i-1], spans[i]
+		if prev.stopping.IsZero() {
+			t.Errorf("%s stopped leading without handing over: %s", prev.pod, prev)
+			continue
+		}
+		handOvers++
+		gap := next.start.Sub(prev.stopping)
+		t.Logf("hand-over %d: %s stopped its workers, released the lease %v later, and %s led %v after the stop", handOvers, prev.pod, prev.end.Sub(prev.stopping).Round(time.Millisecond), next.pod, gap.Round(time.Millisecond))
+		if gap >= handOverBudget {
+			t.Errorf("hand-over from %s to %s left %v without a leader, want under %v", prev.pod, next.pod, gap.Round(time.Millisecond), handOverBudget)
+		}
+	}
+	if handOvers == 0 || spans[len(spans)-1].pod != newLeader.Metadata.Name {
+		t.Errorf("want at least one hand-over ending with %s leading", newLeader.Metadata.Name)
+	}
+	if _, err := k.Run(ctx, "scale", "memcached/handover", "--replicas=2"); err != nil {
+		t.Fatal(err)
+	}
+	waitConverged(t, k, "handover", 2)
+}
+
+// TestOutsideLeaseChange deletes the operator's Lease, then writes the
+// standby's name into it as its holder, as someone forcing a failover by hand
+// would. Each time, the leader must stop (its process exits, and the kubelet
+// restarts it as a standby) within a few seconds, well before its renew
+// deadline; no replica may lead again before a lease duration has passed
+// since the change, so that two never lead at once, as every replica's log
+// shows; and a replica must lead again afterwards.
+func TestOutsideLeaseChange(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	k := deployOperatorNamespace(t, "leader-outside-change", memcachedImage)
+	logs := followOperatorLogs(t, k)
+	for _, change := range []struct {
+		name string
+		args func(standby string) []string
+	}{
+		{"kubectl delete lease", func(string) []string { return []string{"delete", "lease", operatorName} }},
+		{"holder set to the standby", func(standby string) []string {
+			return []string{"patch", "lease", operatorName, "--type=merge", "-p", `{"spec":{"holderIdentity":"` + standby + `"}}`}
+		}},
+	} {
+		leader, standby := leaderAndStandby(t, k)
+		logs.waitFor(t, leader.Metadata.Name, msgLeading)
+		before := len(logs.spans())
+		changed := time.Now()
+		if _, err := k.Run(ctx, change.args(standby.Metadata.Name)...); err != nil {
+			t.Fatal(err)
+		}
+		err := framework.Eventually(ctx, 3*leaseDuration, "a replica to lead again after "+change.name, func(ctx context.Context) error {
+			spans := logs.spans()
+			if len(spans) < before+1 || !spans[len(spans)-1].open || !spans[len(spans)-1].start.After(changed) {
+				return fmt.Errorf("no replica leads since the change; leading spans:\n%s", formatSpans(spans))
+			}
+			return requireLiveOperatorPod(ctx, k, spans[len(spans)-1].pod)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		spans := logs.spans()
+		requireOneLeaderAtATime(t, spans)
+		old, next := spans[before-1], spans[len(spans)-1]
+		if old.pod != leader.Metadata.Name || old.open {
+			t.Fatalf("%s: want the leading span of %s closed, got %s", change.name, leader.Metadata.Name, old)
+		}
+		stopped, waited := old.end.Sub(changed), next.start.Sub(changed)
+		t.Logf("%s: leader %s stopped %v after the change; %s led %v after it", change.name, leader.Metadata.Name, stopped.Round(time.Millisecond), next.pod, waited.Round(time.Millisecond))
+		// The leader renews every second and stops at the first renewal
+		// that sees the change, not at its 8s renew deadline.
+		if stopped > 4*time.Second {
+			t.Errorf("%s: the leader stopped %v after the change, want within 4s", change.name, stopped.Round(time.Millisecond))
+		}
+		if waited < leaseDuration {
+			t.Errorf("%s: %s led %v after the change, before the lease duration %v", change.name, next.pod, waited.Round(time.Millisecond), leaseDuration)
+		}
+	}
+	logs.stop()
+}
+
+// Log messages that mark when an operator process leads.
+const (
+	msgStarting = `msg="starting memcached-operator`
+	msgWaiting  = `msg="waiting for lease`
+	msgLeading  = `msg="leading: `
+	msgStopping = `msg="stopping: `
+	msgReleased = `msg="released lease`
+	msgFatal    = `level=fatal`
+)
+
+// logLine is one line of a container's log with the runtime's timestamp.
+type logLine struct {
+	at   time.Time
+	text string
+}
+
+// operatorLogs follows the operator container's log of every operator pod of
+// a namespace, including pods that appear later and containers the kubelet
+// restarts, until stop.
+type operatorLogs struct {
+	k      framework.Kubectl
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	lines  map[string][]logLine
+	seen   map[string]bool
+}
+
+func followOperatorLogs(t *testing.T, k framework.Kubectl) *operatorLogs {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &operatorLogs{k: k, cancel: cancel, lines: map[string][]logLine{}, seen: map[string]bool{}}
+	t.Cleanup(func() { l.stop() })
+	followed := map[string]bool{}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		for {
+			var pods struct{ Items []framework.Pod }
+			if err := k.GetJSON(ctx, &pods, "pods", "-l", "app.kubernetes.io/name="+operatorName); err == nil {
+				for _, p := range pods.Items {
+					if !followed[p.Metadata.Name] {
+						followed[p.Metadata.Name] = true
+						l.wg.Add(1)
+						go l.follow(ctx, p.Metadata.Name)
+					}
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+	return l
+}
+
+// follow streams pod's operator log, again each time the stream ends (the
+// container exited and may be restarted), until ctx is done or the pod is
+// gone. Lines already seen are skipped.
+func (l *operatorLogs) follow(ctx context.Context, pod string) {
+	defer l.wg.Done()
+	for ctx.Err() == nil {
+		cmd := exec.CommandContext(ctx, l.k.Binary, "--kubeconfig", l.k.Kubeconfig, "--namespace", l.k.Namespace,
+			"logs", "--follow", "--timestamps", pod, "-c", operatorName)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			return
+		}
+		if err := cmd.Start(); err != nil {
+			return
+		}
+		scanner := bufio.NewScanner(out)
+		scanner.Buffer(make([]byte, 64*1024), 1024*1024)
+		for scanner.Scan() {
+			l.add(pod, scanner.Text())
+		}
+		_ = cmd.Wait()
+		if strings.Contains(stderr.String(), "NotFound") || strings.Contains(stderr.String(), "not found") {
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (l *operatorLogs) add(pod, raw string) {
+	stamp, text, ok := strings.Cut(raw, " ")
+	if !ok {
+		return
+	}
+	at, err := time.Parse(time.RFC3339Nano, stamp)
+	if err != nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if key := pod + " " + raw; !l.seen[key] {
+		l.seen[key] = true
+		l.lines[pod] = append(l.lines[pod], logLine{at, text})
+	}
+}
+
+// stop ends the following and returns the leading spans seen.
+func (l *operatorLogs) stop() []leadSpan {
+	l.cancel()
+	l.wg.Wait()
+	return l.spans()
+}
+
+// waitFor returns once pod's log has a line containing msg.
+func (l *operatorLogs) waitFor(t *testing.T, pod, msg string) {
+	t.Helper()
+	err := framework.Eventually(context.Background(), readyTimeout, fmt.Sprintf("%q in the log of %s", msg, pod), func(context.Context) error {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for _, line := range l.lines[pod] {
+			if strings.Contains(line.text, msg) {
+				return nil
+			}
+		}
+		return fmt.Errorf("%d lines so far", len(l.lines[pod]))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// leadSpan is when one operator process led: from its "leading" line to
+// its release of the Lease, its fatal exit, or its last line before the
+// container restarted; open if none of these came yet.
+type leadSpan struct {
+	pod   string
+	start time.Time
+	// stopping is when it began to hand over (SIGTERM), if it did.
+	stopping time.Time
+	end      time.Time
+	open     bool
+}
+
+func (s leadSpan) String() string {
+	stopping, end := "-", "still leading"
+	if !s.stopping.IsZero() {
+		stopping = s.stopping.Format("15:04:05.000")
+	}
+	if !s.open {
+		end = s.end.Format("15:04:05.000")
+	}
+	return fmt.Sprintf("%s: led %s, stopping %s, ended %s", s.pod, s.start.Format("15:04:05.000"), stopping, end)
+}
+
+// spans returns the leading spans in the logs so far, by start.
+func (l *operatorLogs) spans() []leadSpan {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var spans []leadSpan
+	for pod, lines := range l.lines {
+		lines = slices.Clone(lines)
+		slices.SortStableFunc(lines, func(a, b logLine) int { return a.at.Compare(b.at) })
+		var cur *leadSpan
+		closeAt := func(at time.Time) {
+			cur.end, cur.open = at, false
+			spans = append(spans, *cur)
+			cur = nil
+		}
+		for i, line := range lines {
+			switch {
+			case strings.Contains(line.text, msgStarting) && cur != nil && i > 0:
+				closeAt(lines[i-1].at) // restarted without a last word
+			case strings.Contains(line.text, msgLeading):
+				cur = &leadSpan{pod: pod, start: line.at, open: true}
+			case cur == nil:
+			case strings.Contains(line.text, msgStopping):
+				cur.stopping = line.at
+			case strings.Contains(line.text, msgReleased), strings.Contains(line.text, msgFatal):
+				closeAt(line.at)
+			}
+		}
+		if cur != nil {
+			spans = append(spans, *cur)
+		}
+	}
+	slices.SortFunc(spans, func(a, b leadSpan) int { return a.start.Compare(b.start) })
+	return spans
+}
+
+// requireOneLeaderAtATime fails unless each span ends before the next begins.
+func requireOneLeaderAtATime(t *testing.T, spans []leadSpan) {
+	t.Helper()
+	for i := 1; i < len(spans); i++ {
+		if prev := spans[i-1]; prev.open || !prev.end.Before(spans[i].start) {
+			t.Errorf("two replicas led at once: %s, then %s", prev, spans[i])
+		}
+	}
+}
+
+func formatSpans(spans []leadSpan) string {
+	var b strings.Builder
+	for _, s := range spans {
+		fmt.Fprintf(&b, "  %s\n", s)
+	}
+	return b.String()
 }

@@ -202,6 +202,9 @@ func TestSpecFieldsReachThePodTemplate(t *testing.T) {
 		spec.PriorityClassName != "high" {
 		t.Errorf("placement: got %v %v %q, want the spec's", spec.NodeSelector, spec.Tolerations, spec.PriorityClassName)
 	}
+	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+		t.Errorf("automountServiceAccountToken: got %v, want false", spec.AutomountServiceAccountToken)
+	}
 	if spec.TerminationGracePeriodSeconds == nil || *spec.TerminationGracePeriodSeconds != terminationGracePeriod {
 		t.Errorf("terminationGracePeriodSeconds: got %v, want %d", spec.TerminationGracePeriodSeconds, terminationGracePeriod)
 	}

@@ -2,6 +2,7 @@ package stub
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"reflect"
 	"strings"
@@ -174,6 +175,52 @@ func TestCRDHasTheSameRules(t *testing.T) {
 	if want := "(self.memoryMB + 48) * 8 * 1048576 <= quantity(string(self.resources.limits['memory'])).asInteger() * 7"; !strings.Contains(string(crd), want) ||
 		memcachedOverheadMB != 48 || mebibyte != 1048576 {
 		t.Errorf("deploy/crd.yaml has no rule %s, the one derivedCacheMB follows", want)
+	}
+	for _, pattern := range []string{threadsPattern, protocolPattern, connLimitPattern, hashpowerPattern} {
+		if want := ".matches('" + pattern + "')"; !strings.Contains(string(crd), want) {
+			t.Errorf("deploy/crd.yaml has no rule with %s", want)
+		}
+	}
+	for _, message := range []string{
+		msgThreads, msgProtocol, msgConnLimit, msgItemSize, msgHashpower, msgItemSizeFits, msgHashpowerThreads, msgConnsPerThread,
+		msgTolerationKeyless, msgTolerationSeconds, msgTolerationExistsValue,
+	} {
+		if want := `message: "` + message + `"`; !strings.Contains(string(crd), want) {
+			t.Errorf("deploy/crd.yaml has no rule with %s", want)
+		}
+	}
+	// The numbers of the rules that are not patterns.
+	for _, want := range []string{
+		fmt.Sprintf("int(self.substring(13)) <= %d", maxConnLimit),
+		fmt.Sprintf("b >= %d && b <= %d && b %% %d == 0", slabChunkBytes, maxItemBytes, slabChunkBytes),
+		fmt.Sprintf("* 2 <= cache * %d) : cache >= %d", mebibyte, 2*defaultItemBytes/mebibyte),
+		fmt.Sprintf("ts.size() == 0 ? %d : ts.max()", defaultThreads),
+		fmt.Sprintf("int(c.substring(13)) >= %d * t", connsPerThread),
+		"- 48 : 64]", // the cache without a memory limit: defaultCacheMB
+	} {
+		if !strings.Contains(string(crd), want) {
+			t.Errorf("deploy/crd.yaml has no rule with %s", want)
+		}
+	}
+	var lockPowers []string
+	for _, threads := range []int64{2, 3, 4, 10, 20} {
+		lockPowers = append(lockPowers, fmt.Sprintf("t <= %d ? %d", threads, itemLockPower(threads)))
+	}
+	if want := strings.Join(lockPowers, " : ") + fmt.Sprintf(" : %d", itemLockPower(maxThreadsForTest)); !strings.Contains(string(crd), want) {
+		t.Errorf("deploy/crd.yaml has no rule with %s, as itemLockPower computes it", want)
+	}
+}
+
+// maxThreadsForTest is the largest --threads that threadsPattern allows.
+const maxThreadsForTest = 64
+
+func TestItemLockPower(t *testing.T) {
+	// memcached 1.6.18's "Hash table power size (N) cannot be equal to or
+	// less than item lock table (M)" names M for a thread count.
+	for threads, want := range map[int64]int64{1: 10, 2: 10, 3: 11, 4: 12, 5: 13, 10: 13, 11: 14, 20: 14, 21: 15, 64: 15} {
+		if got := itemLockPower(threads); got != want {
+			t.Errorf("%d threads: got %d, want %d", threads, got, want)
+		}
 	}
 }
 

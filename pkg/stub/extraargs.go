@@ -9,12 +9,11 @@ import (
 // The values of spec.extraArgs that memcached 1.6 starts with. memcached
 // checks them only when it starts, and exits on a bad one, so a pod with
 // one would crash-loop; the CRD refuses them with the same patterns and
-// messages, which a test checks against deploy/crd.yaml. Each bound was
-// checked against memcached 1.6.18's own messages (see the README's
-// "Validation").
+// messages, which TestCRDHasTheSameRules checks against deploy/crd.yaml.
+// Each bound was tried on Debian's memcached 1.6.18 and its messages read.
 const (
-	// threadsPattern is --threads from 1 to maxThreads. memcached exits on 0
-	// and warns above 64 that more threads than cores are not recommended.
+	// threadsPattern is --threads from 1 to 64. memcached exits on 0 and
+	// warns above 64 that more threads than cores are not recommended.
 	threadsPattern = `^--threads=([1-9]|[1-5][0-9]|6[0-4])$`
 	// protocolPattern is --protocol with one of the names memcached knows.
 	protocolPattern = `^--protocol=(auto|ascii|binary)$`

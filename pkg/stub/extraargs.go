@@ -25,8 +25,10 @@ const (
 	hashpowerPattern = `^hashpower=(1[2-9]|2[0-9]|3[0-2])$`
 
 	// maxConnLimit bounds --conn-limit: memcached raises its open-files
-	// limit to the value, and 1048576 is the hard limit containerd gives
-	// containers.
+	// limit to the value and exits when it cannot. 1048576 is Linux's
+	// default fs.nr_open, the most a process may raise it to; containerd's
+	// CRI gives containers its own limit, which may be lower, so a value
+	// below this bound can still fail on some nodes.
 	maxConnLimit = 1048576
 	// connsPerThread is the least --conn-limit per worker thread: memcached
 	// takes about five file descriptors per thread from that limit before

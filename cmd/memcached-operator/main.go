@@ -186,6 +186,7 @@ func run(opts *options) error {
 		handler := stub.NewHandler(client, recorder, opts.memcachedImage)
 		handler.BatchChildUpdates(opts.childBatch)
 		handler.ReportProgressEvery(opts.progressEvery)
+		handler.EnforcePolicy(opts.policy)
 		handler.ObserveReconciles(func(took time.Duration, err error) {
 			m.ObserveReconcile(took, reconcileResult(err))
 		})

@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/example-inc/memcached-operator/pkg/stub"
 	"github.com/sirupsen/logrus"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/leaderelection"
 )
 
@@ -36,6 +39,11 @@ type options struct {
 	// run, written when the operator shuts down (see profile.go).
 	cpuProfile string
 	memProfile string
+	// imagePrefixes and priorityClasses are the comma-separated lists of
+	// the policy flags; validate parses them into policy.
+	imagePrefixes   string
+	priorityClasses string
+	policy          stub.Policy
 }
 
 // parseOptions parses args (without the program name). Defaults come from
@@ -65,6 +73,13 @@ func parseOptions(args []string, getenv func(string) string, output io.Writer) (
 	fs.DurationVar(&o.retryPeriod, "leader-elect-retry-period", time.Second, "How often the leader renews the Lease and standbys try to take it.")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "Write a pprof CPU profile of the whole run to this file when the operator stops; empty writes none. For measuring, as `make bench` does.")
 	fs.StringVar(&o.memProfile, "memprofile", "", "Write a pprof heap profile to this file when the operator stops; empty writes none.")
+	fs.StringVar(&o.imagePrefixes, "allowed-image-prefixes", getenv("ALLOWED_IMAGE_PREFIXES"), "Policy: comma-separated prefixes one of which spec.image must start with, each ending in '/', ':' or '@', such as registry.example.com/cache/; empty allows any image. A Memcached without spec.image runs --memcached-image, which is always allowed (env ALLOWED_IMAGE_PREFIXES).")
+	fs.StringVar(&o.priorityClasses, "allowed-priority-classes", getenv("ALLOWED_PRIORITY_CLASSES"), "Policy: comma-separated priority classes that spec.priorityClassName may name; empty allows any. A Memcached without one is always allowed (env ALLOWED_PRIORITY_CLASSES).")
+	forbidKeyless, err := envBool(getenv, "FORBID_KEYLESS_TOLERATIONS")
+	if err != nil {
+		return nil, err
+	}
+	fs.BoolVar(&o.policy.ForbidKeylessTolerations, "forbid-keyless-tolerations", forbidKeyless, "Policy: refuse tolerations with no key and operator Exists, which tolerate every taint, including those of control-plane and dedicated nodes (env FORBID_KEYLESS_TOLERATIONS).")
 	o.identity = getenv("POD_NAME")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -101,10 +116,59 @@ func (o *options) validate() error {
 	if o.kubeAPIQPS <= 0 || o.kubeAPIBurst <= 0 {
 		return fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive")
 	}
+	if err := o.parsePolicy(); err != nil {
+		return err
+	}
 	if o.leaderElect {
 		return o.validateElection()
 	}
 	return nil
+}
+
+// parsePolicy fills o.policy's lists from the policy flags. An image
+// prefix must end where a part of an image reference ends: a bare
+// "registry.example.com" would also allow
+// "registry.example.com.attacker.example/miner".
+func (o *options) parsePolicy() error {
+	o.policy.ImagePrefixes = splitList(o.imagePrefixes)
+	for _, p := range o.policy.ImagePrefixes {
+		if !strings.HasSuffix(p, "/") && !strings.HasSuffix(p, ":") && !strings.HasSuffix(p, "@") {
+			return fmt.Errorf("--allowed-image-prefixes: %q must end in '/', ':' or '@', or it allows any image whose name merely begins the same way", p)
+		}
+	}
+	o.policy.PriorityClasses = splitList(o.priorityClasses)
+	for _, c := range o.policy.PriorityClasses {
+		if errs := validation.IsDNS1123Subdomain(c); len(errs) > 0 {
+			return fmt.Errorf("--allowed-priority-classes: %q is not the name of a PriorityClass: %s", c, strings.Join(errs, "; "))
+		}
+	}
+	return nil
+}
+
+// splitList returns the comma-separated items of s, without blanks around
+// them; none for an empty s.
+func splitList(s string) []string {
+	var items []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			items = append(items, item)
+		}
+	}
+	return items
+}
+
+// envBool returns the boolean in the environment variable key, false when it
+// is empty.
+func envBool(getenv func(string) string, key string) (bool, error) {
+	v := getenv(key)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("%s=%q is not a boolean", key, v)
+	}
+	return b, nil
 }
 
 // validateElection checks the leader election timings as client-go does,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +25,8 @@ func TestParseOptions(t *testing.T) {
 					o.memcachedImage == stub.DefaultImage && o.kubeAPIQPS == 50 && o.kubeAPIBurst == 100 &&
 					o.metricsAddr == "" && !o.leaderElect && o.identity == "" &&
 					o.leaseDuration == 12*time.Second && o.renewDeadline == 8*time.Second && o.retryPeriod == time.Second &&
-					o.progressEvery == 5*time.Second
+					o.progressEvery == 5*time.Second &&
+					o.policy.ImagePrefixes == nil && o.policy.PriorityClasses == nil && !o.policy.ForbidKeylessTolerations
 			},
 		},
 		{name: "resync as a duration", args: []string{"--resync=30s"}, check: func(o *options) bool { return o.resync == 30*time.Second }},
@@ -55,6 +57,25 @@ func TestParseOptions(t *testing.T) {
 		{name: "margin just enough", args: []string{"--leader-elect", "--leader-elect-lease-duration=12s", "--leader-elect-renew-deadline=10750ms"}, check: func(o *options) bool { return o.renewDeadline == 10750*time.Millisecond }},
 		{name: "zero retry period", args: []string{"--leader-elect", "--leader-elect-retry-period=0s"}, wantErr: "must be positive"},
 		{name: "timings unchecked without leader election", args: []string{"--leader-elect-renew-deadline=1h"}, check: func(o *options) bool { return !o.leaderElect }},
+		{name: "policy flags", args: []string{"--allowed-image-prefixes=registry.example.com/cache/, docker.io/library/memcached:", "--allowed-priority-classes=cache-low,cache-high", "--forbid-keyless-tolerations"}, check: func(o *options) bool {
+			return reflect.DeepEqual(o.policy, stub.Policy{
+				ImagePrefixes:            []string{"registry.example.com/cache/", "docker.io/library/memcached:"},
+				PriorityClasses:          []string{"cache-low", "cache-high"},
+				ForbidKeylessTolerations: true,
+			})
+		}},
+		{name: "policy from env", env: map[string]string{"ALLOWED_IMAGE_PREFIXES": "registry.example.com/", "ALLOWED_PRIORITY_CLASSES": "cache", "FORBID_KEYLESS_TOLERATIONS": "true"}, check: func(o *options) bool {
+			return reflect.DeepEqual(o.policy, stub.Policy{ImagePrefixes: []string{"registry.example.com/"}, PriorityClasses: []string{"cache"}, ForbidKeylessTolerations: true})
+		}},
+		{name: "policy flags beat env", args: []string{"--allowed-image-prefixes=", "--forbid-keyless-tolerations=false"}, env: map[string]string{"ALLOWED_IMAGE_PREFIXES": "registry.example.com/", "FORBID_KEYLESS_TOLERATIONS": "true"}, check: func(o *options) bool {
+			return o.policy.ImagePrefixes == nil && !o.policy.ForbidKeylessTolerations
+		}},
+		{name: "image prefix with an image digest", args: []string{"--allowed-image-prefixes=registry.example.com/memcached@"}, check: func(o *options) bool {
+			return len(o.policy.ImagePrefixes) == 1
+		}},
+		{name: "image prefix that ends mid-name", args: []string{"--allowed-image-prefixes=registry.example.com"}, wantErr: `"registry.example.com" must end in '/', ':' or '@'`},
+		{name: "priority class that is no name", args: []string{"--allowed-priority-classes=Cache_High"}, wantErr: `--allowed-priority-classes: "Cache_High" is not the name of a PriorityClass`},
+		{name: "keyless tolerations env that is no boolean", env: map[string]string{"FORBID_KEYLESS_TOLERATIONS": "yes please"}, wantErr: `FORBID_KEYLESS_TOLERATIONS="yes please" is not a boolean`},
 		{name: "stray argument", args: []string{"extra"}, wantErr: "unexpected arguments"},
 		{name: "version", args: []string{"--version"}, check: func(o *options) bool { return o.version }},
 	}

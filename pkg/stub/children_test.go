@@ -181,6 +181,34 @@ func TestInvalidSpecChangesNothing(t *testing.T) {
 	}
 }
 
+// TestInvalidSpecLeavesExistingDeploymentAlone: a Memcached stored before
+// the CRD refused its spec, here with a value memcached exits on and a
+// toleration the API server refuses in a pod, keeps the pods it has: no
+// scale, no new template.
+func TestInvalidSpecLeavesExistingDeploymentAlone(t *testing.T) {
+	m := newMemcached("example", 2)
+	f := newFixture(t, inSync(m, 2)...)
+	changed := m.DeepCopy()
+	changed.Generation++
+	changed.Spec.Size = 4
+	changed.Spec.ExtraArgs = []string{"--threads=0"}
+	changed.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists, Value: "x"}}
+
+	err := f.handle(changed, false)
+
+	if err == nil || !strings.Contains(err.Error(), `spec.extraArgs[0]: "--threads=0": --threads must be`) {
+		t.Fatalf("Handle: got %v, want the invalid thread count named", err)
+	}
+	checkActions(t, f.client.actions, []string{
+		"list pods test app=memcached,memcached_cr=example",
+		"get service test/example",
+		"update memcached/status test/example",
+	})
+	if c := findCondition(f.client.statuses[0].Conditions, v1alpha1.MemcachedDegraded); c == nil || c.Status != corev1.ConditionTrue || c.Reason != ReasonInvalidSpec {
+		t.Errorf("Degraded: got %+v, want True with reason %s", c, ReasonInvalidSpec)
+	}
+}
+
 func TestTemplateHashIsRememberedPerGeneration(t *testing.T) {
 	m := newMemcached("example", 2)
 	f := newFixture(t, m)

@@ -113,6 +113,7 @@ func memcachedPodSpec(m *v1alpha1.Memcached, defaultImage string) corev1.PodSpec
 	readOnlyRoot := true
 	uid := int64(memcachedUID)
 	grace := int64(terminationGracePeriod)
+	noToken := false
 	image := m.Spec.Image
 	if image == "" {
 		image = defaultImage
@@ -130,9 +131,12 @@ func memcachedPodSpec(m *v1alpha1.Memcached, defaultImage string) corev1.PodSpec
 			RunAsGroup:   &uid,
 		},
 		TerminationGracePeriodSeconds: &grace,
-		NodeSelector:                  m.Spec.NodeSelector,
-		Tolerations:                   m.Spec.Tolerations,
-		PriorityClassName:             m.Spec.PriorityClassName,
+		// memcached never calls the API server: a mounted token would only
+		// be a credential for whoever breaks into the pod.
+		AutomountServiceAccountToken: &noToken,
+		NodeSelector:                 m.Spec.NodeSelector,
+		Tolerations:                  m.Spec.Tolerations,
+		PriorityClassName:            m.Spec.PriorityClassName,
 		Containers: []corev1.Container{{
 			Name:    "memcached",
 			Image:   image,

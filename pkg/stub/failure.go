@@ -47,8 +47,10 @@ const (
 	// Memcached's name exists but another owner controls it.
 	ReasonPodDisruptionBudgetNotOwned = "PodDisruptionBudgetNotOwned"
 	// ReasonInvalidSpec means the spec asks for what memcached cannot run
-	// with, such as extra arguments the operator does not allow or a cache
-	// larger than the memory limit. The CRD's schema refuses such specs;
+	// with, such as extra arguments the operator does not allow, values
+	// memcached exits on, a cache larger than the memory limit, or pod
+	// fields the API server would refuse in the Deployment. The CRD's
+	// schema refuses such specs;
 	// this catches those stored before it did. Nothing is changed until the
 	// spec is fixed.
 	ReasonInvalidSpec = "InvalidSpec"

@@ -67,6 +67,8 @@ type Handler struct {
 	api        *apiMonitor
 	// batch delays the reconciles that children's changes ask for.
 	batch time.Duration
+	// policy bounds what a Memcached may ask of its pods.
+	policy Policy
 	// observe, if set, is told the outcome of every reconcile.
 	observe ReconcileObserver
 }
@@ -145,6 +147,14 @@ func (h *Handler) EnqueueMemcached(namespace, name string) {
 // that much delay in status.nodes. Call it before h handles any event.
 func (h *Handler) BatchChildUpdates(period time.Duration) {
 	h.batch = period
+}
+
+// EnforcePolicy makes h refuse every Memcached outside p, with
+// Degraded=True and a Warning Event of reason ReasonPolicyViolation, and
+// leave its Deployment as it is, or uncreated. Call it before h handles any
+// event.
+func (h *Handler) EnforcePolicy(p Policy) {
+	h.policy = p
 }
 
 // ReportProgressEvery makes h write the status of a Memcached whose pods are

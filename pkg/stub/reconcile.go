@@ -50,6 +50,9 @@ func (h *Handler) reconcileSteps(m *v1alpha1.Memcached) error {
 	if err := validateSpec(m); err != nil {
 		return h.updateStatus(m, "", nil, newFailure(ReasonInvalidSpec, "%v", err))
 	}
+	if err := h.policy.check(m); err != nil {
+		return h.updateStatus(m, "", newFailure(ReasonPolicyViolation, "%v", err))
+	}
 	want, err := h.desired(m)
 	if err != nil {
 		return h.updateStatus(m, "", nil, newFailure(ReasonDeploymentCreateFailed, "%v", err))

@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"strings"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 const (
@@ -68,13 +70,27 @@ func derivedCacheMB(limit resource.Quantity) int32 {
 // validateSpec returns why m's spec cannot be served, or nil. The CRD's
 // schema refuses all of it already; the check repeats it for resources
 // stored before the schema had those rules, so that no such Memcached ever
-// gets a pod that cannot start.
+// gets a pod that cannot start or a Deployment the API server refuses.
 func validateSpec(m *v1alpha1.Memcached) error {
-	for _, a := range m.Spec.ExtraArgs {
+	for i, a := range m.Spec.ExtraArgs {
 		if !extraArgRegexp.MatchString(a) {
-			return fmt.Errorf("spec.extraArgs: %q is not one of the memcached options that spec.extraArgs allows", a)
+			return fmt.Errorf("spec.extraArgs[%d]: %q is not one of the memcached options that spec.extraArgs allows", i, a)
+		}
+		if why := extraArgValueError(a); why != "" {
+			return fmt.Errorf("spec.extraArgs[%d]: %q: %s", i, a, why)
 		}
 	}
+	if err := validateMemory(m); err != nil {
+		return err
+	}
+	if why := extraArgsConflict(m.Spec.ExtraArgs, cacheMB(m)); why != "" {
+		return fmt.Errorf("spec.extraArgs: %s", why)
+	}
+	return validatePlacement(m)
+}
+
+// validateMemory checks the memory limit and memoryMB against each other.
+func validateMemory(m *v1alpha1.Memcached) error {
 	limit, ok := memcachedResources(m).Limits[corev1.ResourceMemory]
 	if !ok {
 		return nil
@@ -87,3 +103,68 @@ func validateSpec(m *v1alpha1.Memcached) error {
 	}
 	return nil
 }
+
+// validatePlacement checks the pod fields that the API server validates in
+// the Deployment's pod template, as it does: otherwise the Deployment's
+// create or update would fail on every retry.
+func validatePlacement(m *v1alpha1.Memcached) error {
+	for i, t := range m.Spec.Tolerations {
+		if why := tolerationError(t); why != "" {
+			return fmt.Errorf("spec.tolerations[%d]: %s", i, why)
+		}
+	}
+	for k, v := range m.Spec.NodeSelector {
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			return fmt.Errorf("spec.nodeSelector: key %q is not a label key: %s", k, strings.Join(errs, "; "))
+		}
+		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+			return fmt.Errorf("spec.nodeSelector[%s]: %q is not a label value: %s", k, v, strings.Join(errs, "; "))
+		}
+	}
+	if p := m.Spec.PriorityClassName; p != "" {
+		if errs := validation.IsDNS1123Subdomain(p); len(errs) > 0 {
+			return fmt.Errorf("spec.priorityClassName: %q is not the name of a PriorityClass, a DNS subdomain: %s", p, strings.Join(errs, "; "))
+		}
+	}
+	return nil
+}
+
+// tolerationError returns why the API server refuses t in a pod, or "".
+func tolerationError(t corev1.Toleration) string {
+	if t.Key != "" {
+		if errs := validation.IsQualifiedName(t.Key); len(errs) > 0 {
+			return fmt.Sprintf("key %q is not a taint key, a qualified name: %s", t.Key, strings.Join(errs, "; "))
+		}
+	}
+	if t.Key == "" && t.Operator != corev1.TolerationOpExists {
+		return msgTolerationKeyless
+	}
+	if t.TolerationSeconds != nil && t.Effect != corev1.TaintEffectNoExecute {
+		return msgTolerationSeconds
+	}
+	switch t.Operator {
+	case corev1.TolerationOpEqual, "":
+		if errs := validation.IsValidLabelValue(t.Value); len(errs) > 0 {
+			return fmt.Sprintf("value %q is not a label value: %s", t.Value, strings.Join(errs, "; "))
+		}
+	case corev1.TolerationOpExists:
+		if t.Value != "" {
+			return msgTolerationExistsValue
+		}
+	default:
+		return fmt.Sprintf("operator %q is not Exists or Equal", t.Operator)
+	}
+	switch t.Effect {
+	case "", corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
+		return ""
+	}
+	return fmt.Sprintf("effect %q is not NoSchedule, PreferNoSchedule or NoExecute", t.Effect)
+}
+
+// Why the API server refuses a toleration; deploy/crd.yaml's rules carry
+// the same messages.
+const (
+	msgTolerationKeyless     = "operator must be Exists when key is empty: a toleration without a key matches every taint, and Equal needs a key to compare"
+	msgTolerationSeconds     = "effect must be NoExecute when tolerationSeconds is set: tolerationSeconds is how long a pod stays after a NoExecute taint evicts it, and no other effect evicts"
+	msgTolerationExistsValue = "value must be empty when operator is Exists: Exists matches any value of the key"
+)

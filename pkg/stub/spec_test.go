@@ -2,6 +2,7 @@ package stub
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"reflect"
 	"strings"
@@ -51,16 +52,20 @@ func TestCacheMB(t *testing.T) {
 }
 
 func TestValidateSpec(t *testing.T) {
+	seconds := int64(30)
 	tests := []struct {
-		name      string
-		extraArgs []string
-		resources *corev1.ResourceRequirements
-		memoryMB  *int32
-		wantErr   string
+		name         string
+		extraArgs    []string
+		resources    *corev1.ResourceRequirements
+		memoryMB     *int32
+		tolerations  []corev1.Toleration
+		nodeSelector map[string]string
+		priority     string
+		wantErr      string
 	}{
 		{name: "allowed options", extraArgs: []string{"--conn-limit=2048", "--threads=2", "--extended=hashpower=20,no_lru_crawler", "--disable-cas"}},
 		{name: "largest cache that fits", resources: withMemoryLimit("256Mi"), memoryMB: int32p(176)},
-		{name: "short option", extraArgs: []string{"-c", "10"}, wantErr: `"-c" is not one of`},
+		{name: "short option", extraArgs: []string{"-c", "10"}, wantErr: `spec.extraArgs[0]: "-c" is not one of`},
 		{name: "port", extraArgs: []string{"--port=1"}, wantErr: `"--port=1"`},
 		{name: "memory", extraArgs: []string{"--memory-limit=10"}, wantErr: `"--memory-limit=10"`},
 		{name: "daemon", extraArgs: []string{"--daemon"}, wantErr: `"--daemon"`},
@@ -69,11 +74,80 @@ func TestValidateSpec(t *testing.T) {
 		{name: "option without a value", extraArgs: []string{"--threads"}, wantErr: `"--threads"`},
 		{name: "cache one MiB too large", resources: withMemoryLimit("256Mi"), memoryMB: int32p(177), wantErr: "spec.memoryMB 177 does not fit the memory limit 256Mi: at most 176"},
 		{name: "limit too small", resources: withMemoryLimit("32Mi"), wantErr: "below 64Mi"},
+
+		// Values memcached 1.6.18 exits on, and the edges it accepts.
+		{name: "threads 0", extraArgs: []string{"--threads=0"}, wantErr: `spec.extraArgs[0]: "--threads=0": ` + msgThreads},
+		{name: "threads 1 and 64", extraArgs: []string{"--threads=1", "--threads=64"}},
+		{name: "threads 65", extraArgs: []string{"--threads=65"}, wantErr: msgThreads},
+		{name: "threads with a unit", extraArgs: []string{"--threads=4x"}, wantErr: msgThreads},
+		{name: "threads with a leading zero", extraArgs: []string{"--threads=04"}, wantErr: msgThreads},
+		{name: "every protocol", extraArgs: []string{"--protocol=auto", "--protocol=ascii", "--protocol=binary"}},
+		{name: "protocol x", extraArgs: []string{"--protocol=x"}, wantErr: `"--protocol=x": ` + msgProtocol},
+		{name: "protocol in upper case", extraArgs: []string{"--protocol=ASCII"}, wantErr: msgProtocol},
+		{name: "conn limit 0", extraArgs: []string{"--conn-limit=0"}, wantErr: msgConnLimit},
+		{name: "conn limit at its maximum", extraArgs: []string{"--conn-limit=1048576"}},
+		{name: "conn limit above its maximum", extraArgs: []string{"--conn-limit=1048577"}, wantErr: msgConnLimit},
+		{name: "conn limit of eight digits", extraArgs: []string{"--conn-limit=10000000"}, wantErr: msgConnLimit},
+		{name: "conn limit of 16 per default thread", extraArgs: []string{"--conn-limit=64"}},
+		{name: "conn limit below 16 per default thread", extraArgs: []string{"--conn-limit=63"}, wantErr: "spec.extraArgs: " + msgConnsPerThread},
+		{name: "conn limit of 16 per thread", extraArgs: []string{"--threads=1", "--conn-limit=16"}},
+		{name: "conn limit below 16 per thread", extraArgs: []string{"--conn-limit=1000", "--threads=64"}, wantErr: msgConnsPerThread},
+		{name: "hashpower 40", extraArgs: []string{"--extended=hashpower=40"}, wantErr: `"--extended=hashpower=40": ` + msgHashpower},
+		{name: "hashpower 11", extraArgs: []string{"--extended=hashpower=11"}, wantErr: msgHashpower},
+		{name: "hashpower without a number", extraArgs: []string{"--extended=no_lru_crawler,hashpower"}, wantErr: msgHashpower},
+		{name: "hashpower with a leading zero", extraArgs: []string{"--extended=hashpower=016"}, wantErr: msgHashpower},
+		{name: "a bad hashpower after a good one", extraArgs: []string{"--extended=hashpower=20,hashpower=33"}, wantErr: msgHashpower},
+		{name: "hashpower 32", extraArgs: []string{"--extended=hashpower=32"}},
+		{name: "hashpower 12 with 3 threads", extraArgs: []string{"--threads=3", "--extended=hashpower=12"}},
+		{name: "hashpower 12 with the default 4 threads", extraArgs: []string{"--extended=hashpower=12"}, wantErr: msgHashpowerThreads},
+		{name: "hashpower 13 with 4 threads", extraArgs: []string{"--threads=4", "--extended=hashpower=13"}},
+		{name: "hashpower 13 with 5 threads", extraArgs: []string{"--threads=5", "--extended=hashpower=13"}, wantErr: msgHashpowerThreads},
+		{name: "hashpower 14 with 10 threads", extraArgs: []string{"--threads=10", "--extended=hashpower=14"}},
+		{name: "hashpower 14 with 11 threads", extraArgs: []string{"--threads=11", "--extended=hashpower=14"}, wantErr: msgHashpowerThreads},
+		{name: "hashpower 15 with 20 threads", extraArgs: []string{"--threads=20", "--extended=hashpower=15"}},
+		{name: "hashpower 15 with 21 threads", extraArgs: []string{"--threads=21", "--extended=hashpower=15"}, wantErr: msgHashpowerThreads},
+		{name: "hashpower 16 with 64 threads", extraArgs: []string{"--extended=hashpower=16", "--threads=64"}},
+		{name: "item size in KiB, MiB and bytes", extraArgs: []string{"--max-item-size=512k", "--max-item-size=2M", "--max-item-size=1572864"}},
+		{name: "item size below a slab chunk", extraArgs: []string{"--max-item-size=511k"}, wantErr: msgItemSize},
+		{name: "item size not a multiple of a slab chunk", extraArgs: []string{"--max-item-size=768k"}, wantErr: msgItemSize},
+		{name: "item size with a fraction", extraArgs: []string{"--max-item-size=1.5m"}, wantErr: msgItemSize},
+		{name: "item size in GiB", extraArgs: []string{"--max-item-size=1g"}, wantErr: msgItemSize},
+		{name: "item size of 1024m", extraArgs: []string{"--max-item-size=1024m"}, resources: withMemoryLimit("3Gi")},
+		{name: "item size above 1024m", extraArgs: []string{"--max-item-size=1025m"}, resources: withMemoryLimit("3Gi"), wantErr: msgItemSize},
+		{name: "item size 64m with memoryMB 16", extraArgs: []string{"--max-item-size=64m"}, memoryMB: int32p(16), wantErr: "spec.extraArgs: " + msgItemSizeFits},
+		{name: "item size half of memoryMB 16", extraArgs: []string{"--max-item-size=8m"}, memoryMB: int32p(16)},
+		{name: "item size above half of memoryMB 16", extraArgs: []string{"--max-item-size=8704k"}, memoryMB: int32p(16), wantErr: msgItemSizeFits},
+		{name: "item size above half of the derived cache", extraArgs: []string{"--max-item-size=33m"}, wantErr: msgItemSizeFits},
+		{name: "item size half of the derived cache", extraArgs: []string{"--max-item-size=32m"}},
+		{name: "default item size with memoryMB 1", memoryMB: int32p(1), wantErr: msgItemSizeFits},
+		{name: "small item size with memoryMB 1", extraArgs: []string{"--max-item-size=512k"}, memoryMB: int32p(1)},
+
+		// Pod fields the API server validates.
+		{name: "tolerations the API server accepts", tolerations: []corev1.Toleration{
+			{Operator: corev1.TolerationOpExists},
+			{Key: "example.com/dedicated", Operator: corev1.TolerationOpEqual, Value: "cache", Effect: corev1.TaintEffectNoSchedule},
+			{Key: "node.kubernetes.io/unreachable", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: &seconds},
+			{Key: "dedicated", Value: "cache"},
+		}},
+		{name: "Exists with a value", tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists, Value: "x"}}, wantErr: "spec.tolerations[0]: " + msgTolerationExistsValue},
+		{name: "keyless Equal", tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpEqual, Value: "x"}}, wantErr: msgTolerationKeyless},
+		{name: "keyless without an operator", tolerations: []corev1.Toleration{{Effect: corev1.TaintEffectNoSchedule}}, wantErr: msgTolerationKeyless},
+		{name: "key that is no qualified name", tolerations: []corev1.Toleration{{Key: "bad key!", Operator: corev1.TolerationOpExists}}, wantErr: `spec.tolerations[0]: key "bad key!" is not a taint key`},
+		{name: "value that is no label value", tolerations: []corev1.Toleration{{Key: "a", Value: "not a value"}}, wantErr: `value "not a value" is not a label value`},
+		{name: "tolerationSeconds with NoSchedule", tolerations: []corev1.Toleration{{Key: "a", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule, TolerationSeconds: &seconds}}, wantErr: msgTolerationSeconds},
+		{name: "unknown effect", tolerations: []corev1.Toleration{{Key: "a", Operator: corev1.TolerationOpExists, Effect: "NoRun"}}, wantErr: `effect "NoRun"`},
+		{name: "unknown operator", tolerations: []corev1.Toleration{{Key: "a", Operator: "Maybe"}}, wantErr: `operator "Maybe"`},
+		{name: "node selector of label keys and values", nodeSelector: map[string]string{"kubernetes.io/os": "linux", "disk": ""}},
+		{name: "node selector key with a space", nodeSelector: map[string]string{"bad key!": "x"}, wantErr: `spec.nodeSelector: key "bad key!" is not a label key`},
+		{name: "node selector value with a space", nodeSelector: map[string]string{"disk": "fast ssd"}, wantErr: `spec.nodeSelector[disk]: "fast ssd" is not a label value`},
+		{name: "priority class", priority: "high-priority.example.com"},
+		{name: "priority class that is no DNS subdomain", priority: "Not_A_DNS_Name", wantErr: `spec.priorityClassName: "Not_A_DNS_Name" is not the name of a PriorityClass`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := newMemcached("example", 1)
 			m.Spec.ExtraArgs, m.Spec.Resources, m.Spec.MemoryMB = tt.extraArgs, tt.resources, tt.memoryMB
+			m.Spec.Tolerations, m.Spec.NodeSelector, m.Spec.PriorityClassName = tt.tolerations, tt.nodeSelector, tt.priority
 			err := validateSpec(m)
 			switch {
 			case tt.wantErr == "" && err != nil:
@@ -102,6 +176,52 @@ func TestCRDHasTheSameRules(t *testing.T) {
 		memcachedOverheadMB != 48 || mebibyte != 1048576 {
 		t.Errorf("deploy/crd.yaml has no rule %s, the one derivedCacheMB follows", want)
 	}
+	for _, pattern := range []string{threadsPattern, protocolPattern, connLimitPattern, hashpowerPattern} {
+		if want := ".matches('" + pattern + "')"; !strings.Contains(string(crd), want) {
+			t.Errorf("deploy/crd.yaml has no rule with %s", want)
+		}
+	}
+	for _, message := range []string{
+		msgThreads, msgProtocol, msgConnLimit, msgItemSize, msgHashpower, msgItemSizeFits, msgHashpowerThreads, msgConnsPerThread,
+		msgTolerationKeyless, msgTolerationSeconds, msgTolerationExistsValue,
+	} {
+		if want := `message: "` + message + `"`; !strings.Contains(string(crd), want) {
+			t.Errorf("deploy/crd.yaml has no rule with %s", want)
+		}
+	}
+	// The numbers of the rules that are not patterns.
+	for _, want := range []string{
+		fmt.Sprintf("int(self.substring(13)) <= %d", maxConnLimit),
+		fmt.Sprintf("b >= %d && b <= %d && b %% %d == 0", slabChunkBytes, maxItemBytes, slabChunkBytes),
+		fmt.Sprintf("* 2 <= cache * %d) : cache >= %d", mebibyte, 2*defaultItemBytes/mebibyte),
+		fmt.Sprintf("ts.size() == 0 ? %d : ts.max()", defaultThreads),
+		fmt.Sprintf("int(c.substring(13)) >= %d * t", connsPerThread),
+		"- 48 : 64]", // the cache without a memory limit: defaultCacheMB
+	} {
+		if !strings.Contains(string(crd), want) {
+			t.Errorf("deploy/crd.yaml has no rule with %s", want)
+		}
+	}
+	var lockPowers []string
+	for _, threads := range []int64{2, 3, 4, 10, 20} {
+		lockPowers = append(lockPowers, fmt.Sprintf("t <= %d ? %d", threads, itemLockPower(threads)))
+	}
+	if want := strings.Join(lockPowers, " : ") + fmt.Sprintf(" : %d", itemLockPower(maxThreadsForTest)); !strings.Contains(string(crd), want) {
+		t.Errorf("deploy/crd.yaml has no rule with %s, as itemLockPower computes it", want)
+	}
+}
+
+// maxThreadsForTest is the largest --threads that threadsPattern allows.
+const maxThreadsForTest = 64
+
+func TestItemLockPower(t *testing.T) {
+	// memcached 1.6.18's "Hash table power size (N) cannot be equal to or
+	// less than item lock table (M)" names M for a thread count.
+	for threads, want := range map[int64]int64{1: 10, 2: 10, 3: 11, 4: 12, 5: 13, 10: 13, 11: 14, 20: 14, 21: 15, 64: 15} {
+		if got := itemLockPower(threads); got != want {
+			t.Errorf("%d threads: got %d, want %d", threads, got, want)
+		}
+	}
 }
 
 func TestSpecFieldsReachThePodTemplate(t *testing.T) {
@@ -128,6 +248,9 @@ func TestSpecFieldsReachThePodTemplate(t *testing.T) {
 	if !reflect.DeepEqual(spec.NodeSelector, m.Spec.NodeSelector) || !reflect.DeepEqual(spec.Tolerations, m.Spec.Tolerations) ||
 		spec.PriorityClassName != "high" {
 		t.Errorf("placement: got %v %v %q, want the spec's", spec.NodeSelector, spec.Tolerations, spec.PriorityClassName)
+	}
+	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+		t.Errorf("automountServiceAccountToken: got %v, want false", spec.AutomountServiceAccountToken)
 	}
 	if spec.TerminationGracePeriodSeconds == nil || *spec.TerminationGracePeriodSeconds != terminationGracePeriod {
 		t.Errorf("terminationGracePeriodSeconds: got %v, want %d", spec.TerminationGracePeriodSeconds, terminationGracePeriod)

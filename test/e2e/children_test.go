@@ -124,6 +124,7 @@ type podSpec struct {
 	NodeSelector                  map[string]string  `json:"nodeSelector"`
 	Tolerations                   []toleration       `json:"tolerations"`
 	PriorityClassName             string             `json:"priorityClassName"`
+	AutomountServiceAccountToken  *bool              `json:"automountServiceAccountToken"`
 	TerminationGracePeriodSeconds *int               `json:"terminationGracePeriodSeconds"`
 	TopologySpreadConstraints     []spreadConstraint `json:"topologySpreadConstraints"`
 	Containers                    []container        `json:"containers"`

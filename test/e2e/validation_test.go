@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/example-inc/memcached-operator/test/framework"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
 )
 
 // badInput is one malformed or unusual Memcached, and what must become of it:
@@ -134,6 +137,23 @@ func badInputs() []badInput {
 			size:     1,
 			check:    commandLineIs("memcached --conn-limit=1024 --threads=2 --max-item-size=2m --disable-evictions -m 64 -p 11211 -v"),
 		},
+		// spec.extraArgs values that memcached 1.6 exits on (checked with
+		// Debian's memcached 1.6.18), alone and with each other.
+		refused("threads 0", "no-threads", "spec:\n  size: 1\n  extraArgs: [\"--threads=0\"]\n", extraArgValueRefusedAt(0, `"--threads=0"`, "--threads must be a whole number from 1 to 64: memcached exits on 0")),
+		refused("hashpower 40", "hashpower-40", "spec:\n  size: 1\n  extraArgs: [\"--extended=hashpower=40\"]\n", extraArgValueRefusedAt(0, `"--extended=hashpower=40"`, "--extended=hashpower must be a whole number from 12 to 32")),
+		refused("protocol x", "protocol-x", "spec:\n  size: 1\n  extraArgs: [\"--protocol=x\"]\n", extraArgValueRefusedAt(0, `"--protocol=x"`, "--protocol must be auto, ascii or binary")),
+		refused("conn limit 0", "no-conns", "spec:\n  size: 1\n  extraArgs: [\"--conn-limit=0\"]\n", extraArgValueRefusedAt(0, `"--conn-limit=0"`, "--conn-limit must be a whole number from 1 to 1048576")),
+		refused("item size not a multiple of 512k", "item-768k", "spec:\n  size: 1\n  extraArgs: [\"--max-item-size=768k\"]\n", extraArgValueRefusedAt(0, `"--max-item-size=768k"`, "--max-item-size must be a multiple of 512k from 512k to 1024m")),
+		refused("item size 64m with memoryMB 16", "item-64m", "spec:\n  size: 1\n  memoryMB: 16\n  extraArgs: [\"--max-item-size=64m\"]\n", "spec.extraArgs: Invalid value: --max-item-size (1m when not set) must be at most half of memcached's cache"),
+		refused("memoryMB 1 with the default item size", "one-mb", "spec:\n  size: 1\n  memoryMB: 1\n", "spec.extraArgs: Invalid value: --max-item-size (1m when not set) must be at most half of memcached's cache"),
+		refused("hashpower 12 with the default 4 threads", "hashpower-12", "spec:\n  size: 1\n  extraArgs: [\"--extended=hashpower=12\"]\n", "spec.extraArgs: Invalid value: --extended=hashpower must be above the power of memcached's item lock table"),
+		refused("conn limit below 16 per thread", "few-conns", "spec:\n  size: 1\n  extraArgs: [\"--threads=8\", \"--conn-limit=100\"]\n", "spec.extraArgs: Invalid value: --conn-limit must be at least 16 per worker thread"),
+		{
+			name: "extraArgs at memcached's edges", object: "edges",
+			manifest: memcachedManifest("edges", "spec:\n  size: 1\n  extraArgs: [\"--threads=64\", \"--conn-limit=1024\", \"--extended=hashpower=16\", \"--max-item-size=32m\", \"--protocol=ascii\"]\n"),
+			size:     1,
+			check:    commandLineIs("memcached --threads=64 --conn-limit=1024 --extended=hashpower=16 --max-item-size=32m --protocol=ascii -m 64 -p 11211 -v"),
+		},
 		// spec.resources and spec.memoryMB: memcached's memory must fit the
 		// container's memory limit, or the kernel kills a full cache.
 		refused("memory limit below 64Mi", "small-limit", "spec:\n  size: 1\n  resources:\n    limits:\n      memory: 32Mi\n", "spec.resources: Invalid value: limits.memory must be at least 64Mi"),
@@ -149,6 +169,15 @@ func badInputs() []badInput {
 		// spec.image and spec.tolerations.
 		refused("image with a space", "spaced-image", "spec:\n  size: 1\n  image: \"memcached 1.6\"\n", "spec.image in body should match"),
 		refused("toleration operator Maybe", "maybe", "spec:\n  size: 1\n  tolerations:\n    - key: example.com/dedicated\n      operator: Maybe\n", `spec.tolerations[0].operator: Unsupported value: "Maybe"`),
+		// Pod fields that the API server would refuse in the Deployment.
+		refused("toleration Exists with a value", "exists-value", "spec:\n  size: 1\n  tolerations:\n    - {operator: Exists, value: x}\n", "spec.tolerations[0].value: Invalid value: value must be empty when operator is Exists: Exists matches any value of the key"),
+		refused("toleration Equal without a key", "keyless-equal", "spec:\n  size: 1\n  tolerations:\n    - {operator: Equal, value: x}\n", "spec.tolerations[0].operator: Invalid value: operator must be Exists when key is empty"),
+		refused("toleration key with a space", "toleration-key", "spec:\n  size: 1\n  tolerations:\n    - {key: \"bad key!\", operator: Exists}\n", "spec.tolerations[0].key: Invalid value: must be a qualified name, as taint keys are"),
+		refused("toleration value with a space", "toleration-value", "spec:\n  size: 1\n  tolerations:\n    - {key: dedicated, value: \"a b\"}\n", "spec.tolerations[0].value: Invalid value: must be a label value, as taint values are"),
+		refused("tolerationSeconds with NoSchedule", "toleration-seconds", "spec:\n  size: 1\n  tolerations:\n    - {key: dedicated, operator: Exists, effect: NoSchedule, tolerationSeconds: 30}\n", "spec.tolerations[0].effect: Invalid value: effect must be NoExecute when tolerationSeconds is set"),
+		refused("nodeSelector key with a space", "selector-key", "spec:\n  size: 1\n  nodeSelector: {\"bad key!\": x}\n", "spec.nodeSelector: Invalid value: keys must be label keys"),
+		refused("nodeSelector value with a space", "selector-value", "spec:\n  size: 1\n  nodeSelector: {disk: \"fast ssd\"}\n", "spec.nodeSelector: Invalid value: values must be label values"),
+		refused("priorityClassName that is no DNS subdomain", "priority-name", "spec:\n  size: 1\n  priorityClassName: Not_A_DNS_Name\n", `spec.priorityClassName: Invalid value: "Not_A_DNS_Name": must be the name of a PriorityClass, a DNS subdomain`),
 		{
 			name: "every optional field set", object: "full",
 			manifest: memcachedManifest("full", `spec:
@@ -180,6 +209,12 @@ func badInputs() []badInput {
 // not one of the options the CRD allows.
 func extraArgRefusedAt(i int, quoted string) string {
 	return fmt.Sprintf("spec.extraArgs[%d]: Invalid value: %s: must be one of the memcached options that spec.extraArgs allows", i, quoted)
+}
+
+// extraArgValueRefusedAt is the refusal of extraArgs item i, quoted, whose
+// value memcached would exit on, for why.
+func extraArgValueRefusedAt(i int, quoted, why string) string {
+	return fmt.Sprintf("spec.extraArgs[%d]: Invalid value: %s: %s", i, quoted, why)
 }
 
 // memoryDoesNotFit is the refusal of a spec.memoryMB that, with what
@@ -239,6 +274,9 @@ func fullSpecServed(t *testing.T, ns *namespace, name string) {
 	if want := []toleration{{Key: "example.com/dedicated", Operator: "Exists", Effect: "NoSchedule"}}; !reflect.DeepEqual(s.Tolerations, want) {
 		t.Errorf("tolerations = %+v, want %+v", s.Tolerations, want)
 	}
+	if s.AutomountServiceAccountToken == nil || *s.AutomountServiceAccountToken {
+		t.Errorf("automountServiceAccountToken = %v, want false: memcached needs no token", s.AutomountServiceAccountToken)
+	}
 	if s.PriorityClassName != badInputPriorityClass {
 		t.Errorf("priorityClassName = %q, want %q", s.PriorityClassName, badInputPriorityClass)
 	}
@@ -260,7 +298,9 @@ func specHasOnlySize(t *testing.T, ns *namespace, name string) {
 // at the edge of what the operator can serve: wrong types, sizes out of
 // range, missing or null spec, unknown fields, status on create, names
 // that cannot name a Deployment or a label value, memcached options that
-// would break its command line, and memory that does not fit its limit. Each is either refused,
+// would break its command line or that memcached exits on, memory that does
+// not fit its limit, and tolerations, node selectors and priority class
+// names that the API server would refuse in the Deployment's pods. Each is either refused,
 // with a message that says why, or accepted and served: its Deployment and
 // pods converge. Writes to an existing Memcached are checked the same way.
 func TestBadInput(t *testing.T) {
@@ -326,6 +366,8 @@ description: memcached pods of TestBadInput
 			{"kubectl scale above 100 is refused", []string{"scale", "memcached/target", "--replicas=101"}, "spec.size in body should be less than or equal to 100"},
 			{"a patch of size below 0 is refused", []string{"patch", "memcached", "target", "--type=merge", "-p", `{"spec":{"size":-1}}`}, "spec.size in body should be greater than or equal to 0"},
 			{"a patch of spec to null is refused", []string{"patch", "memcached", "target", "--type=merge", "-p", `{"spec":null}`}, "spec: Required value"},
+			{"a patch of threads to 0 is refused", []string{"patch", "memcached", "target", "--type=merge", "-p", `{"spec":{"extraArgs":["--threads=0"]}}`}, extraArgValueRefusedAt(0, `"--threads=0"`, "--threads must be")},
+			{"a patch of a keyless Equal toleration is refused", []string{"patch", "memcached", "target", "--type=merge", "-p", `{"spec":{"tolerations":[{"operator":"Equal","value":"x"}]}}`}, "operator must be Exists when key is empty"},
 			{"status written through the resource itself is ignored", []string{"patch", "memcached", "target", "--type=merge", "-p", `{"status":{"nodes":["not-a-pod"],"readyReplicas":7}}`}, ""},
 		} {
 			t.Run(w.name, func(t *testing.T) {
@@ -376,4 +418,116 @@ func (ns *namespace) withT(t testing.TB) *namespace {
 func (ns *namespace) exists(kind, name string) bool {
 	ns.t.Helper()
 	return strings.TrimSpace(ns.run("get", kind, name, "--ignore-not-found", "-o", "name")) != ""
+}
+
+// TestSpecStoredBeforeTheRules: a Memcached stored while the CRD did not
+// yet have today's rules on the spec, as after an upgrade of the CRD, is
+// not served. The operator's own check (validateSpec) makes it
+// Degraded=True InvalidSpec with a Warning Event and creates no
+// Deployment; the API server still takes that status, since the spec it
+// would now refuse is unchanged; and once the spec is fixed the Memcached
+// converges.
+func TestSpecStoredBeforeTheRules(t *testing.T) {
+	ns := newNamespace(t, slug(t.Name()))
+	ctx := context.Background()
+	admin := cluster.Kubectl()
+	current, err := os.ReadFile(paths.Deploy("crd.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	older, err := withoutSpecRules(current)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every later test needs the current CRD.
+	t.Cleanup(func() {
+		if _, err := admin.Run(context.Background(), "apply", "-f", paths.Deploy("crd.yaml")); err != nil {
+			t.Errorf("cleanup: restore the CRD: %v", err)
+		}
+	})
+	if _, err := admin.RunWithInput(ctx, string(older), "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	stored := memcachedManifest("stored", "spec:\n  size: 1\n  extraArgs: [\"--threads=0\"]\n")
+	ns.eventually("the CRD without the spec's rules to take the old spec", func(ctx context.Context) error {
+		_, err := ns.kubectl.RunWithInput(ctx, stored, "create", "-f", "-")
+		return err
+	})
+	if _, err := admin.Run(ctx, "apply", "-f", paths.Deploy("crd.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	probe := memcachedManifest("probe", "spec:\n  size: 1\n  extraArgs: [\"--threads=0\"]\n")
+	ns.eventually("the current CRD to refuse the same spec", func(ctx context.Context) error {
+		if _, err := ns.kubectl.RunWithInput(ctx, probe, "create", "--dry-run=server", "-f", "-"); err == nil {
+			return errors.New("accepted")
+		}
+		return nil
+	})
+
+	ns.startOperator()
+	const why = `spec.extraArgs[0]: "--threads=0": --threads must be a whole number from 1 to 64`
+	ns.eventually("condition Degraded=True InvalidSpec and its Warning Event", func(ctx context.Context) error {
+		o, err := framework.Observe(ctx, ns.kubectl, "stored")
+		if err != nil {
+			return err
+		}
+		if c := o.Memcached.Condition("Degraded"); c == nil || c.Status != "True" || c.Reason != "InvalidSpec" || !strings.Contains(c.Message, why) {
+			return fmt.Errorf("condition Degraded = %+v, want True, reason InvalidSpec, saying %q", c, why)
+		}
+		if o.Deployment != nil || len(o.Pods) != 0 {
+			return fmt.Errorf("deployment %v and pods %v, want none", o.Deployment != nil, o.PodNames())
+		}
+		evs, err := ns.events(ctx, "stored", "InvalidSpec")
+		if err != nil {
+			return err
+		}
+		if len(evs) != 1 || evs[0].Type != "Warning" || !strings.Contains(evs[0].Message, why) {
+			return fmt.Errorf("events = %+v, want one Warning saying %q", evs, why)
+		}
+		return nil
+	})
+
+	ns.run("patch", "memcached", "stored", "--type=merge", "-p", `{"spec":{"extraArgs":["--threads=2"]}}`)
+	ns.waitConverged("stored", 1)
+}
+
+// withoutSpecRules returns the CRD manifest crd with no CEL rules under
+// spec, as a CRD of before those rules would be.
+func withoutSpecRules(crd []byte) ([]byte, error) {
+	var obj map[string]any
+	if err := yaml.Unmarshal(crd, &obj); err != nil {
+		return nil, err
+	}
+	versions, _, err := unstructured.NestedSlice(obj, "spec", "versions")
+	if err != nil || len(versions) != 1 {
+		return nil, fmt.Errorf("the CRD has %d versions (%v), want 1", len(versions), err)
+	}
+	spec, found, err := unstructured.NestedMap(versions[0].(map[string]any), "schema", "openAPIV3Schema", "properties", "spec")
+	if err != nil || !found {
+		return nil, fmt.Errorf("the CRD has no spec schema: %v", err)
+	}
+	dropRules(spec)
+	if err := unstructured.SetNestedMap(versions[0].(map[string]any), spec, "schema", "openAPIV3Schema", "properties", "spec"); err != nil {
+		return nil, err
+	}
+	if err := unstructured.SetNestedSlice(obj, versions, "spec", "versions"); err != nil {
+		return nil, err
+	}
+	return yaml.Marshal(obj)
+}
+
+// dropRules removes every x-kubernetes-validations from the schema s and the
+// schemas within it.
+func dropRules(s any) {
+	switch v := s.(type) {
+	case map[string]any:
+		delete(v, "x-kubernetes-validations")
+		for _, e := range v {
+			dropRules(e)
+		}
+	case []any:
+		for _, e := range v {
+			dropRules(e)
+		}
+	}
 }

@@ -49,7 +49,8 @@ type MemcachedSpec struct {
 	// ExtraArgs are more memcached options, each in --name=value or --flag
 	// form. The CRD accepts only options that tune the cache, never those
 	// the operator sets (port, memory, user) nor those that would stop
-	// memcached from serving (daemon, unix socket, help).
+	// memcached from serving (daemon, unix socket, help), and only values
+	// that memcached 1.6 starts with.
 	ExtraArgs []string `json:"extraArgs,omitempty"`
 	// NodeSelector restricts the memcached pods to nodes with these labels.
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
@@ -98,7 +99,8 @@ const (
 	// because another owner holds its name or the API server refuses to
 	// create, change or read it (a quota, RBAC or an admission policy, with
 	// the API server's message), while the spec asks for what memcached
-	// cannot run with, or while a memcached
+	// cannot run with or what the operator's policy does not allow, or
+	// while a memcached
 	// pod fails in a way that needs a change from outside, such as a crash
 	// loop, an image that cannot be pulled or no node to run on. It returns
 	// to False by itself once the cause is gone.

@@ -51,7 +51,7 @@ func (h *Handler) reconcileSteps(m *v1alpha1.Memcached) error {
 		return h.updateStatus(m, "", nil, newFailure(ReasonInvalidSpec, "%v", err))
 	}
 	if err := h.policy.check(m); err != nil {
-		return h.updateStatus(m, "", newFailure(ReasonPolicyViolation, "%v", err))
+		return h.updateStatus(m, "", nil, newFailure(ReasonPolicyViolation, "%v", err))
 	}
 	want, err := h.desired(m)
 	if err != nil {

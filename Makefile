@@ -68,7 +68,7 @@ run: build ## Run the operator locally against KUBECONFIG (the SDK's `up local`)
 ##@ Local cluster
 
 .PHONY: tools
-tools: ## Build the control plane, kubelet, kube-proxy, etcd, kwok, kubectl and OLM from Go modules into tmp/_output/tools.
+tools: ## Build the control plane, kubelet, kube-proxy, etcd, kwok, kubectl, OLM and operator-sdk v0.0.7 from Go modules into tmp/_output/tools.
 	test/scripts/build-tools.sh
 
 .PHONY: demo

@@ -139,8 +139,9 @@ clean: ## Remove build outputs (keeps the tool cache; see `make clean-tools`).
 	rm -rf $(OUTPUT)/bin $(OUTPUT)/demo $(OUTPUT)/e2e
 
 .PHONY: clean-images
-clean-images: ## Stop the local registry and remove its images and buildah's storage.
+clean-images: ## Stop the local registry and the private dockerd, and remove their images and buildah's storage.
 	test/scripts/registry.sh down
+	if [[ -d $(OUTPUT)/docker ]]; then test/scripts/dockerd.sh down; rm -rf $(OUTPUT)/docker; fi
 	rm -rf $(OUTPUT)/registry $(OUTPUT)/images
 	if [[ -d $(OUTPUT)/buildah ]]; then buildah --storage-driver=vfs --root $(OUTPUT)/buildah/root --runroot $(OUTPUT)/buildah/runroot rmi --all --force >/dev/null || true; rm -rf $(OUTPUT)/buildah; fi
 

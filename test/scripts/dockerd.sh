@@ -11,11 +11,17 @@
 # records which of them exist, `stop` removes those it created and fails when the
 # host is not as it found it.
 #
+# Suites in parallel (`go test ./...` runs packages at once) share one daemon: each
+# `start` counts its caller (the parent process, e.g. a test binary) as a user, and
+# `stop` stops the daemon only when no live user is left.
+#
 # Usage:
-#   dockerd.sh start    start it unless it answers (idempotent)
-#   dockerd.sh stop     stop it and restore the host
+#   dockerd.sh start    start it unless it answers; the caller becomes a user
+#   dockerd.sh stop     the caller stops using it; the last user stops it and restores the host
+#   dockerd.sh down     stop it whoever uses it, and restore the host
 #   dockerd.sh status   succeed when it answers
-#   dockerd.sh env      print DOCKER_HOST, DOCKER_CONFIG and DOCKER_BUILDKIT as shell exports
+#   dockerd.sh env      print DOCKER_HOST, DOCKER_CONFIG and DOCKER_BUILDKIT, one KEY=VALUE a
+#                       line: export $(test/scripts/dockerd.sh env)
 set -o errexit -o nounset -o pipefail
 
 # shellcheck source=test/scripts/lib.sh
@@ -26,6 +32,8 @@ PID_FILE="${DOCKER_DIR}/dockerd.pid"
 LOG_FILE="${DOCKER_DIR}/dockerd.log"
 # HOST_BEFORE lists the host paths that existed before `start`.
 HOST_BEFORE="${DOCKER_DIR}/host-before"
+# USERS_DIR holds one file per user, named by its pid.
+USERS_DIR="${DOCKER_DIR}/users"
 SOCKET="${DOCKER_DIR}/docker.sock"
 export DOCKER_HOST="unix://${SOCKET}"
 # DOCKER_CONFIG keeps the docker command's own files out of ~/.docker.
@@ -57,8 +65,27 @@ answers() {
   docker info >/dev/null 2>&1
 }
 
+# lock serializes start and stop; the daemon does not inherit the lock (3-9 closed).
+lock() {
+  mkdir -p "${USERS_DIR}"
+  exec 9>"${DOCKER_DIR}/.lock"
+  flock 9
+}
+
+# live_users drops the users whose process has ended and prints the count of the rest.
+live_users() {
+  local f n=0
+  for f in "${USERS_DIR}"/*; do
+    [[ -e "${f}" ]] || continue
+    if kill -0 "${f##*/}" 2>/dev/null; then n=$((n + 1)); else rm -f "${f}"; fi
+  done
+  echo "${n}"
+}
+
 cmd_start() {
-  require_cmds dockerd docker setsid
+  require_cmds dockerd docker setsid flock
+  lock
+  touch "${USERS_DIR}/${PPID}"
   if answers; then
     pid_alive "${PID_FILE}" || fatal "something else answers on ${SOCKET}"
     return 0
@@ -73,9 +100,22 @@ cmd_start() {
     >>"${LOG_FILE}" 2>&1 </dev/null 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
   if ! wait_for 60 "dockerd on ${SOCKET}" answers; then
     tail -n 20 "${LOG_FILE}" >&2
-    cmd_stop || true
+    rm -f "${USERS_DIR}/${PPID}"
+    down || true
     fatal "dockerd did not start"
   fi
+}
+
+cmd_stop() {
+  lock
+  rm -f "${USERS_DIR}/${PPID}"
+  local n
+  n="$(live_users)"
+  if ((n > 0)); then
+    log "dockerd keeps running for ${n} other user(s)"
+    return 0
+  fi
+  down
 }
 
 # remove_path removes P: a cgroup with rmdir, bottom up (its files are not
@@ -89,7 +129,8 @@ remove_path() {
   fi
 }
 
-cmd_stop() {
+# down stops the daemon and restores the host.
+down() {
   stop_pid_file "${PID_FILE}" dockerd 30
   # dockerd stops its containerd on SIGTERM; after a SIGKILL it may linger.
   stop_pid_file "${DOCKER_DIR}/exec/containerd/containerd.pid" "dockerd's containerd" 15
@@ -114,10 +155,11 @@ main() {
   case "${1:-}" in
     start) cmd_start ;;
     stop) cmd_stop ;;
+    down) lock && rm -f "${USERS_DIR}"/* && down ;;
     status) answers ;;
-    env) printf 'export DOCKER_HOST=%q DOCKER_CONFIG=%q DOCKER_BUILDKIT=0\n' "${DOCKER_HOST}" "${DOCKER_CONFIG}" ;;
-    -h | --help) sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' ;;
-    *) fatal "usage: dockerd.sh start|stop|status|env" ;;
+    env) printf '%s\n' "DOCKER_HOST=${DOCKER_HOST}" "DOCKER_CONFIG=${DOCKER_CONFIG}" DOCKER_BUILDKIT=0 ;;
+    -h | --help) sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' ;;
+    *) fatal "usage: dockerd.sh start|stop|down|status|env" ;;
   esac
 }
 

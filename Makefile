@@ -136,7 +136,7 @@ bench: build tools ## Measure N Memcached resources (N=1000 SIZE=2) against N pl
 
 .PHONY: clean
 clean: ## Remove build outputs (keeps the tool cache; see `make clean-tools`).
-	rm -rf $(OUTPUT)/bin $(OUTPUT)/demo $(OUTPUT)/e2e
+	rm -rf $(OUTPUT)/bin $(OUTPUT)/demo $(OUTPUT)/e2e $(OUTPUT)/gopath
 
 .PHONY: clean-images
 clean-images: ## Stop the local registry and the private dockerd, and remove their images and buildah's storage.
@@ -146,5 +146,5 @@ clean-images: ## Stop the local registry and the private dockerd, and remove the
 	if [[ -d $(OUTPUT)/buildah ]]; then buildah --storage-driver=vfs --root $(OUTPUT)/buildah/root --runroot $(OUTPUT)/buildah/runroot rmi --all --force >/dev/null || true; rm -rf $(OUTPUT)/buildah; fi
 
 .PHONY: clean-tools
-clean-tools: ## Remove the cached Kubernetes, etcd, KWOK and OLM binaries.
+clean-tools: ## Remove the cached Kubernetes, etcd, KWOK, OLM and operator-sdk binaries.
 	rm -rf $(OUTPUT)/tools

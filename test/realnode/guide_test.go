@@ -20,31 +20,6 @@ import (
 	"github.com/example-inc/memcached-operator/test/framework"
 )
 
-// The guide's reader works in $GOPATH/src/github.com/example-inc/memcached-operator and
-// types, in this order:
-//
-//	operator-sdk generate k8s
-//	operator-sdk build quay.io/example/memcached-operator:v0.0.1
-//	docker push quay.io/example/memcached-operator:v0.0.1
-//	kubectl create -f deploy/rbac.yaml -f deploy/crd.yaml -f deploy/operator.yaml
-//	kubectl create -f <the two Memcacheds>
-//
-// TestGuideVerbatim types the same on the suite's cluster and real node, with
-// operator-sdk v0.0.7's own CLI (test/tools/operator-sdk) and a private Docker engine
-// (test/scripts/dockerd.sh). Three things differ from the reader's machine, and none
-// changes a command:
-//   - the image name is deploy/operator.yaml's, in the local registry: this machine
-//     cannot push to quay.io, and the node pulls quay.io names from the local registry
-//     (test/scripts/node.sh), so the manifest runs unchanged;
-//   - `kubectl create -f deploy/sa.yaml` comes first, as operator-sdk v0.0.7's layout
-//     keeps the ServiceAccount in a file of its own;
-//   - the operator's default memcached image (memcached:1.6-alpine on Docker Hub) is
-//     the local build of Debian's memcached, pushed under that name for this test.
-//
-// It passes when both Memcacheds serve set and get from every pod on the real node,
-// and the operator pods run the image that `operator-sdk build` made: the digest
-// `docker push` printed, whose config is the image ID docker gave the build.
-
 const (
 	// guidePackage is the import path the guide's reader checks out under $GOPATH/src.
 	guidePackage = "github.com/example-inc/memcached-operator"
@@ -60,6 +35,29 @@ const (
 	sdkBuildTimeout = 10 * time.Minute
 )
 
+// TestGuideVerbatim types the getting-started guide's own commands, in the guide's
+// order, as its reader does from $GOPATH/src/github.com/example-inc/memcached-operator:
+//
+//	operator-sdk generate k8s
+//	operator-sdk build quay.io/example/memcached-operator:v0.0.1
+//	docker push quay.io/example/memcached-operator:v0.0.1
+//	kubectl create -f deploy/rbac.yaml -f deploy/crd.yaml -f deploy/operator.yaml
+//	kubectl create -f <the two Memcacheds>
+//
+// It runs them on the suite's cluster and real node, with operator-sdk v0.0.7's own
+// CLI (test/tools/operator-sdk) and a private Docker engine (test/scripts/dockerd.sh).
+// Three things differ from the reader's machine, and none changes a command:
+//   - the image is deploy/operator.yaml's (v0.0.2 where the guide said v0.0.1), in the
+//     local registry: this machine cannot push to quay.io, and the node pulls quay.io
+//     names from the local registry (test/scripts/node.sh), so the manifest runs as is;
+//   - `kubectl create -f deploy/sa.yaml` comes first, as operator-sdk v0.0.7's layout
+//     keeps the ServiceAccount in a file of its own;
+//   - the operator's default memcached image (memcached:1.6-alpine on Docker Hub) is
+//     the local build of Debian's memcached, pushed under that name for this test.
+//
+// It passes when both Memcacheds serve set and get from every pod on the real node,
+// and the operator pods run the image that `operator-sdk build` made: the digest
+// `docker push` printed, whose config is the image ID docker gave the build.
 func TestGuideVerbatim(t *testing.T) {
 	ctx := context.Background()
 	if err := paths.RequireTools("operator-sdk", "deepcopy-gen"); err != nil {

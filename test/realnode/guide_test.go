@@ -153,9 +153,27 @@ func TestGuideVerbatim(t *testing.T) {
 	dumpOnFailure(t, k)
 	g.run(ctx, time.Minute, "kubectl", "create", "-f", "deploy/sa.yaml")
 	g.run(ctx, time.Minute, "kubectl", "create", "-f", "deploy/rbac.yaml", "-f", "deploy/crd.yaml", "-f", "deploy/operator.yaml")
-	if err := framework.Eventually(ctx, readyTimeout, "the guide's operator to lead from a Running and Ready pod", func(ctx context.Context) error {
-		_, err := operatorPod(ctx, k)
-		return err
+	if err := framework.Eventually(ctx, readyTimeout, "every replica of the guide's operator Running and Ready, one leading", func(ctx context.Context) error {
+		if _, err := operatorPod(ctx, k); err != nil {
+			return err
+		}
+		var d framework.Deployment
+		if err := k.GetJSON(ctx, &d, "deployment", operatorName); err != nil {
+			return err
+		}
+		live, err := operatorPods(ctx, k)
+		if err != nil {
+			return err
+		}
+		if d.Spec.Replicas == nil || len(live) != *d.Spec.Replicas {
+			return fmt.Errorf("%d operator pods, deployment wants %v", len(live), framework.Deref(d.Spec.Replicas))
+		}
+		for _, p := range live {
+			if p.Status.Phase != "Running" || !p.Ready() {
+				return fmt.Errorf("operator pod %s is %s, ready %t", p.Metadata.Name, p.Status.Phase, p.Ready())
+			}
+		}
+		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -68,7 +68,7 @@ run: build ## Run the operator locally against KUBECONFIG (the SDK's `up local`)
 ##@ Local cluster
 
 .PHONY: tools
-tools: ## Build the control plane, kubelet, kube-proxy, etcd, kwok, kubectl and OLM from Go modules into tmp/_output/tools.
+tools: ## Build the control plane, kubelet, kube-proxy, etcd, kwok, kubectl, OLM and operator-sdk v0.0.7 from Go modules into tmp/_output/tools.
 	test/scripts/build-tools.sh
 
 .PHONY: demo
@@ -136,14 +136,15 @@ bench: build tools ## Measure N Memcached resources (N=1000 SIZE=2) against N pl
 
 .PHONY: clean
 clean: ## Remove build outputs (keeps the tool cache; see `make clean-tools`).
-	rm -rf $(OUTPUT)/bin $(OUTPUT)/demo $(OUTPUT)/e2e
+	rm -rf $(OUTPUT)/bin $(OUTPUT)/demo $(OUTPUT)/e2e $(OUTPUT)/gopath
 
 .PHONY: clean-images
-clean-images: ## Stop the local registry and remove its images and buildah's storage.
+clean-images: ## Stop the local registry and the private dockerd, and remove their images and buildah's storage.
 	test/scripts/registry.sh down
+	if [[ -d $(OUTPUT)/docker ]]; then test/scripts/dockerd.sh down; rm -rf $(OUTPUT)/docker; fi
 	rm -rf $(OUTPUT)/registry $(OUTPUT)/images
 	if [[ -d $(OUTPUT)/buildah ]]; then buildah --storage-driver=vfs --root $(OUTPUT)/buildah/root --runroot $(OUTPUT)/buildah/runroot rmi --all --force >/dev/null || true; rm -rf $(OUTPUT)/buildah; fi
 
 .PHONY: clean-tools
-clean-tools: ## Remove the cached Kubernetes, etcd, KWOK and OLM binaries.
+clean-tools: ## Remove the cached Kubernetes, etcd, KWOK, OLM and operator-sdk binaries.
 	rm -rf $(OUTPUT)/tools

@@ -1,11 +1,12 @@
 // Package image tests the operator image end to end: it builds the image from
-// tmp/build/Dockerfile with buildah (offline), pushes it to a throwaway
-// docker-registry on 127.0.0.1, reads the manifest and config back over the
+// tmp/build/Dockerfile with buildah and with docker (a private dockerd, offline),
+// pushes each to a throwaway docker-registry on 127.0.0.1, runs docker's with
+// `docker run --network none`, reads each manifest and config back over the
 // registry API and runs the binary it finds in the layer.
 //
-// The test needs buildah and docker-registry (Debian: apt-get install -y
-// buildah docker-registry). It fails rather than skips when they are missing,
-// so CI cannot pass without exercising the image.
+// The test needs buildah, docker.io and docker-registry (Debian: apt-get install
+// -y buildah docker.io docker-registry). It fails rather than skips when they are
+// missing, so CI cannot pass without exercising the image.
 package image
 
 import (
@@ -52,31 +53,97 @@ const (
 )
 
 func TestImageBuildPushAndRun(t *testing.T) {
-	buildah := requireTool(t, "buildah")
 	registryBin := requireTool(t, "docker-registry")
 	requireTool(t, "make")
-	t.Logf("using %s and %s", buildah, registryBin)
 
 	root := repoRoot(t)
 	// The Makefile's VERSION (or the caller's): the binary `make build`
 	// produces is then the one tested, and is not relinked with another stamp.
 	version := makeVariable(t, root, "VERSION")
 	commit := gitCommit(t, root)
-
 	addr := startRegistry(t, registryBin)
-	img := fmt.Sprintf("%s/example/memcached-operator:v%s", addr, version)
 
-	// Build (make image runs build.sh first) and push through the Makefile,
-	// exactly as the README tells users to, with buildah in a throwaway store.
-	store := t.TempDir()
-	start := time.Now()
-	runMake(t, root, []string{
-		"CONTAINER_TOOL=buildah",
-		"BUILDAH_ROOT=" + filepath.Join(store, "root"),
-		"BUILDAH_RUNROOT=" + filepath.Join(store, "runroot"),
-	}, "image", "push", "IMG="+img, "VERSION="+version)
-	t.Logf("make image push took %s", time.Since(start).Round(time.Millisecond))
+	// Each tool builds and pushes its own tag, so that each one's checks read
+	// the image that tool made.
+	for _, tool := range []string{"buildah", "docker"} {
+		t.Run(tool, func(t *testing.T) {
+			img := fmt.Sprintf("%s/example/memcached-operator:v%s-%s", addr, version, tool)
+			env := toolEnv(t, tool)
+			// Build (make image runs build.sh first) and push through the
+			// Makefile, exactly as the README tells users to.
+			start := time.Now()
+			runMake(t, root, env, "image", "push", "IMG="+img, "VERSION="+version)
+			t.Logf("make image push with %s took %s", tool, time.Since(start).Round(time.Millisecond))
+			if tool == "docker" {
+				t.Run("docker run", func(t *testing.T) {
+					out := dockerRunVersion(t, env, img)
+					for _, want := range []string{version, commit} {
+						if !strings.Contains(out, want) {
+							t.Errorf("docker run %s --version printed %q, want it to name %q", img, out, want)
+						}
+					}
+				})
+			}
+			checkPushedImage(t, img, version, commit)
+		})
+	}
+}
 
+// toolEnv returns the environment with which `make image push` uses tool:
+// buildah with a throwaway store, or docker with the private dockerd of
+// test/scripts/dockerd.sh, which it stops when the test ends (unless another
+// suite still uses it).
+func toolEnv(t *testing.T, tool string) []string {
+	t.Helper()
+	switch tool {
+	case "buildah":
+		t.Logf("using %s", requireTool(t, "buildah"))
+		store := t.TempDir()
+		return []string{
+			"CONTAINER_TOOL=buildah",
+			"BUILDAH_ROOT=" + filepath.Join(store, "root"),
+			"BUILDAH_RUNROOT=" + filepath.Join(store, "runroot"),
+		}
+	case "docker":
+		paths, err := framework.NewPaths()
+		if err != nil {
+			t.Fatal(err)
+		}
+		env, release, err := framework.UseDockerd(context.Background(), paths)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := release(); err != nil {
+				t.Errorf("stop dockerd: %v", err)
+			}
+		})
+		return append(env, "CONTAINER_TOOL=docker")
+	}
+	t.Fatalf("unknown container tool %s", tool)
+	return nil
+}
+
+// dockerRunVersion runs the image's entrypoint with --version in a container
+// without a network, as `docker run --rm --network none IMAGE --version`.
+func dockerRunVersion(t *testing.T, env []string, img string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "docker", "run", "--rm", "--network", "none", img, "--version")
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("docker run --rm --network none %s --version: %v\n%s", img, err, out)
+	}
+	t.Logf("$ docker run --rm --network none %s --version\n%s", img, out)
+	return strings.TrimSpace(string(out))
+}
+
+// checkPushedImage reads img back from the registry and checks its config,
+// size and files, and runs its binary.
+func checkPushedImage(t *testing.T, img, version, commit string) {
+	t.Helper()
 	ref, err := name.ParseReference(img, name.Insecure)
 	if err != nil {
 		t.Fatalf("parse %s: %v", img, err)
@@ -349,7 +416,7 @@ func requireTool(t *testing.T, tool string) string {
 	t.Helper()
 	p, err := exec.LookPath(tool)
 	if err != nil {
-		t.Fatalf("%s is required but not on PATH: install it (Debian/Ubuntu: apt-get install -y buildah docker-registry make)", tool)
+		t.Fatalf("%s is required but not on PATH: install it (Debian/Ubuntu: apt-get install -y buildah docker.io docker-registry make)", tool)
 	}
 	return p
 }
@@ -403,7 +470,8 @@ func runMake(t *testing.T, dir string, env []string, args ...string) {
 	cmd.Dir = dir
 	for _, kv := range os.Environ() {
 		switch k, _, _ := strings.Cut(kv, "="); k {
-		case "MAKEFLAGS", "MFLAGS", "MAKELEVEL", "CONTAINER_TOOL", "BUILDAH_ROOT", "BUILDAH_RUNROOT", "PUSH_TLS_VERIFY":
+		case "MAKEFLAGS", "MFLAGS", "MAKELEVEL", "CONTAINER_TOOL", "BUILDAH_ROOT", "BUILDAH_RUNROOT", "PUSH_TLS_VERIFY",
+			"DOCKER_HOST", "DOCKER_CONFIG", "DOCKER_BUILDKIT":
 			continue
 		}
 		cmd.Env = append(cmd.Env, kv)

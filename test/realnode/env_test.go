@@ -74,10 +74,16 @@ func errText(err error) string {
 // readiness probes on the real node, and a status that lists exactly them.
 func waitServing(t *testing.T, name string, size int) framework.Observed {
 	t.Helper()
+	return waitServingIn(t, admin, name, size)
+}
+
+// waitServingIn is waitServing in k's namespace.
+func waitServingIn(t *testing.T, k framework.Kubectl, name string, size int) framework.Observed {
+	t.Helper()
 	var o framework.Observed
 	err := framework.Eventually(context.Background(), readyTimeout, fmt.Sprintf("memcached %s to serve with %d Ready pods", name, size), func(ctx context.Context) error {
 		var err error
-		if o, err = framework.Observe(ctx, admin, name); err != nil {
+		if o, err = framework.Observe(ctx, k, name); err != nil {
 			return err
 		}
 		if err := framework.Converged(o, size); err != nil {

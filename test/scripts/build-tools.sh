@@ -16,7 +16,7 @@ set -o errexit -o nounset -o pipefail
 # shellcheck source=test/scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-MODULES=(kube kwok olm)
+MODULES=(kube kwok olm operator-sdk)
 
 # tools_kube: Kubernetes control plane and kubectl, the real node's kubelet and
 # kube-proxy, etcd, and deepcopy-gen for tmp/codegen.
@@ -77,6 +77,18 @@ ldflags_olm() {
   local version
   version="$(module_version olm github.com/operator-framework/operator-lifecycle-manager)"
   echo "-s -w -X github.com/operator-framework/operator-lifecycle-manager/pkg/version.OLMVersion=${version#v}"
+}
+
+# tools_operator-sdk: operator-sdk v0.0.7's own command-line tool, for the guide's
+# `operator-sdk generate k8s` and `operator-sdk build` (test/realnode's guide test).
+tools_operator-sdk() {
+  echo "operator-sdk github.com/operator-framework/operator-sdk/commands/operator-sdk"
+}
+
+# ldflags_operator-sdk strips the binary; the CLI's version (0.0.7) is a constant of its
+# module, so `operator-sdk --version` reports the pinned release without a stamp.
+ldflags_operator-sdk() {
+  echo "-s -w"
 }
 
 # module_dir prints the directory of a tool module.

@@ -17,9 +17,14 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # NODE_PACKAGES run the real node (containerd, runc, CNI plugins, iptables and
 # nftables, iproute2, openssl for its certificates, util-linux for findmnt) and build
-# and serve its images (buildah, docker-registry, memcached, curl).
+# and serve its images (buildah, docker.io for the guide's `operator-sdk build` and
+# `docker push` through test/scripts/dockerd.sh, docker-registry, memcached, curl).
 NODE_PACKAGES=(containerd runc containernetworking-plugins iptables nftables iproute2 openssl
-  util-linux curl buildah docker-registry memcached ca-certificates)
+  util-linux curl buildah docker.io docker-registry memcached ca-certificates)
+
+# POLICY_RC_D is where invoke-rc.d asks whether a package script may start a service.
+POLICY_RC_D=/usr/sbin/policy-rc.d
+
 # TEST_PACKAGES add gcc and libc6-dev for `go test -race`, and make and git.
 TEST_PACKAGES=("${NODE_PACKAGES[@]}" gcc libc6-dev make git)
 
@@ -54,6 +59,11 @@ main() {
   fi
   log "installing Debian packages: ${todo[*]}"
   export DEBIAN_FRONTEND=noninteractive
+  if [[ ! -e "${POLICY_RC_D}" ]]; then
+    printf '#!/bin/sh\n# install-deps.sh: no service starts while it installs packages.\nexit 101\n' >"${POLICY_RC_D}"
+    chmod 0755 "${POLICY_RC_D}"
+    trap 'rm -f "${POLICY_RC_D}"' EXIT
+  fi
   apt-get update >&2
   apt-get install -y --no-install-recommends "${todo[@]}" >&2
 }

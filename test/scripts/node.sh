@@ -312,6 +312,20 @@ server = "http://${REGISTRY_ADDR}"
 [host."http://${REGISTRY_ADDR}"]
   capabilities = ["pull", "resolve"]
 EOF
+  # The guide's manifests name public images (deploy/operator.yaml's
+  # quay.io/example/memcached-operator, the operator's default memcached:1.6-alpine
+  # on Docker Hub). This machine cannot reach them: the node pulls those names from
+  # the local registry instead, so a manifest applied as written runs a local build.
+  local public
+  for public in quay.io docker.io; do
+    mkdir -p "${dir}/certs.d/${public}"
+    cat >"${dir}/certs.d/${public}/hosts.toml" <<EOF
+server = "https://${public}"
+
+[host."http://${REGISTRY_ADDR}"]
+  capabilities = ["pull", "resolve"]
+EOF
+  done
   # restrict_oom_score_adj: this machine drops CAP_SYS_RESOURCE, so runc cannot
   # lower a container's oom_score_adj below its own. The opt plugin would create
   # /opt/containerd, and the node has no use for it.

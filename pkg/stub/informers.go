@@ -137,12 +137,13 @@ func trimTerminated(t *corev1.ContainerStateTerminated) *corev1.ContainerStateTe
 }
 
 // trimDeployment keeps what the reconcile reads: the Deployment's name,
-// labels, owner references, deletion, spec.replicas and the hash of its pod
-// template, which stands for the template (see templateHashAnnotation).
+// labels, owner references, deletion, spec.replicas, the hash of its pod
+// template, which stands for the template (see templateHashAnnotation), and
+// the template's record of the roll that set it (see rolls.go).
 func trimDeployment(d *appsv1.Deployment) {
 	d.Annotations = nil
 	d.Spec.Template = corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Annotations: onlyTemplateHash(d.Spec.Template.Annotations)},
+		ObjectMeta: metav1.ObjectMeta{Annotations: rollAnnotations(d.Spec.Template.Annotations)},
 	}
 	d.Status = appsv1.DeploymentStatus{}
 }

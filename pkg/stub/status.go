@@ -57,6 +57,9 @@ type observation struct {
 	templateHash string
 	// serviceName is the name of the Memcached's own Service, "" without one.
 	serviceName string
+	// rollPending, when set, says why the Deployment waits for a roll slot
+	// (see rolls.go); templateHash is then the Deployment's own.
+	rollPending string
 }
 
 // computeStatus returns the status m should have when its Deployment is its
@@ -137,7 +140,9 @@ func availableCondition(m *v1alpha1.Memcached, pods []*corev1.Pod) v1alpha1.Memc
 }
 
 // progressingCondition returns m's Progressing condition when its
-// Deployment is its own and o holds its pods: True while a live pod runs an
+// Deployment is its own and o holds its pods: True with reason RollPending
+// while the roll to the operator's new pod template waits for a slot; else
+// True while a live pod runs an
 // older pod template (reason RollingUpdate), else while the number of live
 // pods differs from spec.size (Scaling), else while fewer than spec.size
 // are Ready (PodsStarting); False with reason Complete once spec.size pods
@@ -153,6 +158,8 @@ func progressingCondition(m *v1alpha1.Memcached, o observation) v1alpha1.Memcach
 	}
 	ready := countReady(live)
 	switch {
+	case o.rollPending != "":
+		return newCondition(v1alpha1.MemcachedProgressing, corev1.ConditionTrue, ReasonRollPending, o.rollPending)
 	case outdated > 0:
 		return newCondition(v1alpha1.MemcachedProgressing, corev1.ConditionTrue, ReasonRollingUpdate,
 			fmt.Sprintf("%d of %d pods run an older pod template", outdated, len(live)))

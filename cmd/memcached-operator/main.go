@@ -185,6 +185,7 @@ func run(opts *options) error {
 		handler := stub.NewHandler(client, recorder, opts.memcachedImage)
 		handler.BatchChildUpdates(opts.childBatch)
 		handler.ReportProgressEvery(opts.progressEvery)
+		handler.PaceRolls(opts.maxRollsParsed)
 		handler.ObserveReconciles(func(took time.Duration, err error) {
 			m.ObserveReconcile(took, reconcileResult(err))
 		})
@@ -195,7 +196,7 @@ func run(opts *options) error {
 		synced.Store(true)
 		go handler.Run(ctx, opts.workers)
 
-		logrus.Infof("watching namespace %q, resync every %v, memcached image %s", namespace, opts.resync, opts.memcachedImage)
+		logrus.Infof("watching namespace %q, resync every %v, memcached image %s, at most %s concurrent rolls for a change of the operator's pod template", namespace, opts.resync, opts.memcachedImage, opts.maxRolls)
 		sdk.Watch(v1alpha1.APIVersion(), v1alpha1.Kind, namespace, opts.resync)
 		sdk.Handle(handler)
 		sdk.Run(ctx)

@@ -202,37 +202,53 @@ func (h *Handler) PaceRolls(limit intstr.IntOrString) {
 // rollsInFlight returns the Memcacheds that hold a slot, by namespace/name:
 // those whose Deployment pacedRollInFlight, as the caches show them, and
 // those granted one that the cache does not show yet. It forgets the grants
-// that the cache shows. The caller holds p.mu.
-func (h *Handler) rollsInFlight() map[string]bool {
+// that the cache shows. It reads the Deployment cache, not the Memcacheds
+// the SDK has delivered so far, which right after a start are only some of
+// them. The caller holds h.rolls.mu.
+func (h *Handler) rollsInFlight() (map[string]bool, error) {
 	p := h.rolls
+	deployments, err := h.client.ListDeployments()
+	if err != nil {
+		return nil, err
+	}
 	inFlight := map[string]bool{}
-	h.memcacheds.each(func(key string, m *v1alpha1.Memcached) {
-		d, err := h.client.GetDeployment(m.Namespace, m.Name)
+	seen := map[string]bool{}
+	for _, d := range deployments {
+		owner := metav1.GetControllerOf(d)
+		if owner == nil || owner.Kind != v1alpha1.Kind {
+			continue
+		}
+		key := d.Namespace + "/" + d.Name
+		seen[key] = true
 		if hash, ok := p.granted[key]; ok {
-			if err != nil || templateOf(d) != hash {
+			if templateOf(d) != hash {
 				inFlight[key] = true
-				return
+				continue
 			}
 			delete(p.granted, key)
 		}
-		if err != nil || !metav1.IsControlledBy(d, m) {
-			return
-		}
 		if d.Spec.Template.Annotations[pacedRollAnnotation] == "" {
-			return
+			continue
 		}
-		pods, err := h.client.ListPods(m.Namespace, m.Name)
-		if err != nil || pacedRollInFlight(d, pods) {
-			// Pods that cannot be listed may be mid-roll: hold the slot.
+		pods, err := h.client.ListPods(d.Namespace, d.Name)
+		if err != nil {
+			return nil, err
+		}
+		if pacedRollInFlight(d, pods) {
 			inFlight[key] = true
 		}
-	})
+	}
 	for key := range p.granted {
+		if seen[key] {
+			continue
+		}
 		if _, ok := h.memcacheds.get(key); !ok {
 			delete(p.granted, key)
+			continue
 		}
+		inFlight[key] = true
 	}
-	return inFlight
+	return inFlight, nil
 }
 
 // acquireRoll decides whether the Memcached key may now start a paced roll
@@ -243,7 +259,12 @@ func (h *Handler) acquireRoll(key, hash string) (ok bool, pending string) {
 	p := h.rolls
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	inFlight := h.rollsInFlight()
+	inFlight, err := h.rollsInFlight()
+	if err != nil {
+		// Without the count, no slot: the next reconcile tries again.
+		p.waiting[key] = true
+		return false, fmt.Sprintf("the operator's pod template changed; waiting for a roll slot (--max-concurrent-rolls), but the rolls in flight cannot be counted: %v", err)
+	}
 	slots := rollSlots(p.limit, h.memcacheds.len())
 	if !mayStartRoll(key, inFlight, slots) {
 		p.waiting[key] = true
@@ -290,7 +311,13 @@ func (h *Handler) wakeRolls() {
 	if len(p.waiting) == 0 {
 		return
 	}
-	for _, key := range toWake(p.waiting, h.rollsInFlight(), rollSlots(p.limit, h.memcacheds.len())) {
+	inFlight, err := h.rollsInFlight()
+	if err != nil {
+		// The waiting ones retry on their next reconcile or the resync.
+		logrus.Warnf("cannot count the paced rolls in flight: %v", err)
+		return
+	}
+	for _, key := range toWake(p.waiting, inFlight, rollSlots(p.limit, h.memcacheds.len())) {
 		h.queue.Add(key)
 	}
 }
@@ -310,15 +337,6 @@ func recordSpec(manifest *unstructured.Unstructured, m *v1alpha1.Memcached) erro
 		return err
 	}
 	return unstructured.SetNestedField(manifest.Object, hash, "spec", "template", "metadata", "annotations", specHashAnnotation)
-}
-
-// each calls f with every Memcached in s, which f must not modify nor keep.
-func (s *memcachedStore) each(f func(key string, m *v1alpha1.Memcached)) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	for k, m := range s.items {
-		f(k, m)
-	}
 }
 
 // len returns how many Memcacheds s holds.

@@ -544,3 +544,18 @@ func TestAGrantHoldsItsSlotUntilTheCacheShowsThePatch(t *testing.T) {
 		t.Errorf("memcached b: Progressing %s %q, want %s held by a", c.Reason, c.Message, ReasonRollPending)
 	}
 }
+
+func TestCountsRollsOfMemcachedsNotDeliveredYet(t *testing.T) {
+	// Right after a start the SDK has delivered only some Memcacheds; the
+	// Deployment cache already holds every Deployment, b's paced roll too.
+	ms, objs := fleet("a", "b")
+	f := newFixture(t, withoutDeployment(append(objs, pacedDeployment(ms[1], 2)), "b")...)
+	f.handler.memcacheds.delete("test/b")
+	f.handler.PaceRolls(intstr.FromInt(1))
+
+	f.handleAll(ms[0])
+
+	if got := f.templatePatches(); len(got) != 0 {
+		t.Fatalf("patched %v, want nothing while b's roll holds the only slot", got)
+	}
+}

@@ -283,8 +283,8 @@ func (h *Handler) releaseRoll(key string) {
 	delete(h.rolls.granted, key)
 }
 
-// rollNotWaiting records that key needs no slot, and forgets it when it is
-// gone.
+// rollNotWaiting records that key needs no slot: its template is the
+// desired one, or its own spec change rolls it.
 func (h *Handler) rollNotWaiting(key string) {
 	h.rolls.mu.Lock()
 	defer h.rolls.mu.Unlock()

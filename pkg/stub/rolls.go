@@ -81,9 +81,10 @@ func ParseMaxConcurrentRolls(s string) (intstr.IntOrString, error) {
 	return v, nil
 }
 
-// rollSlots returns how many Memcacheds of total may be in a paced roll at
-// once under limit: a percentage is of total and rounded up, and there is
-// always at least one slot, so that a fleet roll always moves.
+// rollSlots returns how many Memcacheds of total, those with a Deployment,
+// may be in a paced roll at once under limit: a percentage is of total and
+// rounded up, and there is always at least one slot, so that a fleet roll
+// always moves.
 func rollSlots(limit intstr.IntOrString, total int) int {
 	n, err := intstr.GetValueFromIntOrPercent(&limit, total, true)
 	if err != nil || n < 1 {
@@ -201,17 +202,18 @@ func (h *Handler) PaceRolls(limit intstr.IntOrString) {
 
 // rollsInFlight returns the Memcacheds that hold a slot, by namespace/name:
 // those whose Deployment pacedRollInFlight, as the caches show them, and
-// those granted one that the cache does not show yet. It forgets the grants
-// that the cache shows. It reads the Deployment cache, not the Memcacheds
-// the SDK has delivered so far, which right after a start are only some of
-// them. The caller holds h.rolls.mu.
-func (h *Handler) rollsInFlight() (map[string]bool, error) {
+// those granted one that the cache does not show yet; and the slots there
+// are for the Memcacheds' Deployments. It forgets the grants that the cache
+// shows. It reads the Deployment cache, not the Memcacheds the SDK has
+// delivered so far, which right after a start are only some of them. The
+// caller holds h.rolls.mu.
+func (h *Handler) rollsInFlight() (inFlight map[string]bool, slots int, err error) {
 	p := h.rolls
 	deployments, err := h.client.ListDeployments()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	inFlight := map[string]bool{}
+	inFlight = map[string]bool{}
 	seen := map[string]bool{}
 	for _, d := range deployments {
 		owner := metav1.GetControllerOf(d)
@@ -232,7 +234,7 @@ func (h *Handler) rollsInFlight() (map[string]bool, error) {
 		}
 		pods, err := h.client.ListPods(d.Namespace, d.Name)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if pacedRollInFlight(d, pods) {
 			inFlight[key] = true
@@ -248,7 +250,7 @@ func (h *Handler) rollsInFlight() (map[string]bool, error) {
 		}
 		inFlight[key] = true
 	}
-	return inFlight, nil
+	return inFlight, rollSlots(p.limit, len(seen)), nil
 }
 
 // acquireRoll decides whether the Memcached key may now start a paced roll
@@ -259,13 +261,12 @@ func (h *Handler) acquireRoll(key, hash string) (ok bool, pending string) {
 	p := h.rolls
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	inFlight, err := h.rollsInFlight()
+	inFlight, slots, err := h.rollsInFlight()
 	if err != nil {
 		// Without the count, no slot: the next reconcile tries again.
 		p.waiting[key] = true
 		return false, fmt.Sprintf("the operator's pod template changed; waiting for a roll slot (--max-concurrent-rolls), but the rolls in flight cannot be counted: %v", err)
 	}
-	slots := rollSlots(p.limit, h.memcacheds.len())
 	if !mayStartRoll(key, inFlight, slots) {
 		p.waiting[key] = true
 		return false, rollPendingMessage(inFlight, slots)
@@ -311,13 +312,13 @@ func (h *Handler) wakeRolls() {
 	if len(p.waiting) == 0 {
 		return
 	}
-	inFlight, err := h.rollsInFlight()
+	inFlight, slots, err := h.rollsInFlight()
 	if err != nil {
 		// The waiting ones retry on their next reconcile or the resync.
 		logrus.Warnf("cannot count the paced rolls in flight: %v", err)
 		return
 	}
-	for _, key := range toWake(p.waiting, inFlight, rollSlots(p.limit, h.memcacheds.len())) {
+	for _, key := range toWake(p.waiting, inFlight, slots) {
 		h.queue.Add(key)
 	}
 }
@@ -337,13 +338,6 @@ func recordSpec(manifest *unstructured.Unstructured, m *v1alpha1.Memcached) erro
 		return err
 	}
 	return unstructured.SetNestedField(manifest.Object, hash, "spec", "template", "metadata", "annotations", specHashAnnotation)
-}
-
-// len returns how many Memcacheds s holds.
-func (s *memcachedStore) len() int {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return len(s.items)
 }
 
 // rollAnnotations returns the annotations of a pod template that the

@@ -559,3 +559,24 @@ func TestCountsRollsOfMemcachedsNotDeliveredYet(t *testing.T) {
 		t.Fatalf("patched %v, want nothing while b's roll holds the only slot", got)
 	}
 }
+
+func TestAPercentageCountsEveryDeploymentFromTheStart(t *testing.T) {
+	// 10% of 20 is 2 slots, although the SDK has delivered only two of the
+	// Memcacheds so far.
+	var names []string
+	for i := range 20 {
+		names = append(names, fmt.Sprintf("m%02d", i))
+	}
+	ms, objs := fleet(names...)
+	f := newFixture(t, objs...)
+	for _, m := range ms[2:] {
+		f.handler.memcacheds.delete("test/" + m.Name)
+	}
+	f.handler.PaceRolls(intstr.FromString("10%"))
+
+	f.handleAll(ms[0], ms[1])
+
+	if got, want := f.templatePatches(), []string{"m00", "m01"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("patched %v, want %v", got, want)
+	}
+}

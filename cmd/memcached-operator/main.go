@@ -187,6 +187,7 @@ func run(opts *options) error {
 		handler.BatchChildUpdates(opts.childBatch)
 		handler.ReportProgressEvery(opts.progressEvery)
 		handler.EnforcePolicy(opts.policy)
+		handler.PaceRolls(opts.maxRollsParsed)
 		handler.ObserveReconciles(func(took time.Duration, err error) {
 			m.ObserveReconcile(took, reconcileResult(err))
 		})
@@ -201,7 +202,7 @@ func run(opts *options) error {
 			handler.Run(ctx, opts.workers)
 		}()
 
-		logrus.Infof("watching namespace %q, resync every %v, memcached image %s", namespace, opts.resync, opts.memcachedImage)
+		logrus.Infof("watching namespace %q, resync every %v, memcached image %s, at most %s concurrent rolls for a change of the operator's pod template", namespace, opts.resync, opts.memcachedImage, opts.maxRolls)
 		sdk.Watch(v1alpha1.APIVersion(), v1alpha1.Kind, namespace, opts.resync)
 		sdk.Handle(handler)
 		sdk.Run(ctx)

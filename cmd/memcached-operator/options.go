@@ -11,6 +11,7 @@ import (
 
 	"github.com/example-inc/memcached-operator/pkg/stub"
 	"github.com/sirupsen/logrus"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/leaderelection"
 )
@@ -22,6 +23,9 @@ type options struct {
 	logFormat      string
 	logLevel       string
 	memcachedImage string
+	// maxRolls is --max-concurrent-rolls, parsed by validate.
+	maxRolls       string
+	maxRollsParsed intstr.IntOrString
 	kubeAPIQPS     float64
 	kubeAPIBurst   int
 	metricsAddr    string
@@ -60,7 +64,8 @@ func parseOptions(args []string, getenv func(string) string, output io.Writer) (
 	fs.DurationVar(&o.resync, "resync", 5*time.Minute, "How often every Memcached is reconciled even without changes, as a Go duration (0 disables; at least 1s otherwise).")
 	fs.StringVar(&o.logFormat, "log-format", "text", "Log format: text or json.")
 	fs.StringVar(&o.logLevel, "log-level", "info", "Log level: panic, fatal, error, warning, info, debug or trace.")
-	fs.StringVar(&o.memcachedImage, "memcached-image", image, "Image of the memcached containers in new Deployments (env MEMCACHED_IMAGE).")
+	fs.StringVar(&o.memcachedImage, "memcached-image", image, "Image of the memcached containers of every Memcached without spec.image (env MEMCACHED_IMAGE). A change, like an operator upgrade that changes the pod template, rolls all of them, one pod at a time each and at most --max-concurrent-rolls resources at once.")
+	fs.StringVar(&o.maxRolls, "max-concurrent-rolls", stub.DefaultMaxConcurrentRolls, "How many Memcacheds at most roll at once because the operator's pod template changed (a new --memcached-image or operator version): a number, at least 1, or a percentage of all Memcacheds, rounded up. The next starts once one of them has only Ready pods of the new template. Rolls that a resource's own spec change asks for, and new resources, never wait.")
 	fs.Float64Var(&o.kubeAPIQPS, "kube-api-qps", 50, "Sustained requests per second to the API server from the reconcile.")
 	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", 100, "Burst of requests to the API server from the reconcile.")
 	fs.IntVar(&o.workers, "workers", 4, "How many Memcached resources are reconciled at once; one resource is never reconciled by two workers.")
@@ -104,6 +109,11 @@ func (o *options) validate() error {
 	if o.memcachedImage == "" {
 		return fmt.Errorf("--memcached-image must not be empty")
 	}
+	rolls, err := stub.ParseMaxConcurrentRolls(o.maxRolls)
+	if err != nil {
+		return fmt.Errorf("--max-concurrent-rolls=%v", err)
+	}
+	o.maxRollsParsed = rolls
 	if o.childBatch < 0 {
 		return fmt.Errorf("--child-updates-batch-period=%v must not be negative", o.childBatch)
 	}

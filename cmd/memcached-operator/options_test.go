@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/example-inc/memcached-operator/pkg/stub"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 func TestParseOptions(t *testing.T) {
@@ -25,7 +26,7 @@ func TestParseOptions(t *testing.T) {
 					o.memcachedImage == stub.DefaultImage && o.kubeAPIQPS == 50 && o.kubeAPIBurst == 100 &&
 					o.metricsAddr == "" && !o.leaderElect && o.identity == "" &&
 					o.leaseDuration == 12*time.Second && o.renewDeadline == 8*time.Second && o.retryPeriod == time.Second &&
-					o.progressEvery == 5*time.Second &&
+					o.progressEvery == 5*time.Second && o.maxRollsParsed == intstr.FromString("10%") &&
 					o.policy.ImagePrefixes == nil && o.policy.PriorityClasses == nil && !o.policy.ForbidKeylessTolerations
 			},
 		},
@@ -40,6 +41,11 @@ func TestParseOptions(t *testing.T) {
 		{name: "image from env", env: map[string]string{"MEMCACHED_IMAGE": "mirror/memcached:1"}, check: func(o *options) bool { return o.memcachedImage == "mirror/memcached:1" }},
 		{name: "flag beats env", args: []string{"--memcached-image=a:1"}, env: map[string]string{"MEMCACHED_IMAGE": "b:2"}, check: func(o *options) bool { return o.memcachedImage == "a:1" }},
 		{name: "empty image", args: []string{"--memcached-image="}, wantErr: "must not be empty"},
+		{name: "max concurrent rolls as a number", args: []string{"--max-concurrent-rolls=3"}, check: func(o *options) bool { return o.maxRollsParsed == intstr.FromInt(3) }},
+		{name: "max concurrent rolls as a percentage", args: []string{"--max-concurrent-rolls=25%"}, check: func(o *options) bool { return o.maxRollsParsed == intstr.FromString("25%") }},
+		{name: "no concurrent rolls", args: []string{"--max-concurrent-rolls=0"}, wantErr: "must be at least 1"},
+		{name: "a percentage over 100", args: []string{"--max-concurrent-rolls=150%"}, wantErr: "percentage from 1% to 100%"},
+		{name: "no percent sign", args: []string{"--max-concurrent-rolls=ten"}, wantErr: "percentage from 1% to 100%"},
 		{name: "zero qps", args: []string{"--kube-api-qps=0"}, wantErr: "must be positive"},
 		{name: "every progress written", args: []string{"--progress-status-interval=0"}, check: func(o *options) bool { return o.progressEvery == 0 }},
 		{name: "negative progress interval", args: []string{"--progress-status-interval=-1s"}, wantErr: "must not be negative"},

@@ -42,6 +42,9 @@ type Client interface {
 	MemcachedAPIServed() error
 
 	GetDeployment(namespace, name string) (*appsv1.Deployment, error)
+	// ListDeployments returns every Deployment the client knows of with
+	// the app=memcached label, which the caller must not modify.
+	ListDeployments() ([]*appsv1.Deployment, error)
 	ReadDeployment(namespace, name string) (*appsv1.Deployment, error)
 	CreateDeployment(manifest *unstructured.Unstructured) (*appsv1.Deployment, error)
 	PatchDeployment(namespace, name string, patch []byte) error
@@ -270,6 +273,20 @@ func (c *CachedClient) MemcachedAPIServed() error {
 // are not the operator's, and CreateDeployment finds them.
 func (c *CachedClient) GetDeployment(namespace, name string) (*appsv1.Deployment, error) {
 	return c.deployments.get(namespace, name)
+}
+
+// ListDeployments reads the Deployment cache, which is filled before the
+// handler runs: unlike the Memcacheds the SDK delivers one by one, it holds
+// every Deployment from the first reconcile on.
+func (c *CachedClient) ListDeployments() ([]*appsv1.Deployment, error) {
+	objs := c.deployments.informer.GetIndexer().List()
+	out := make([]*appsv1.Deployment, 0, len(objs))
+	for _, obj := range objs {
+		if d, ok := obj.(*appsv1.Deployment); ok {
+			out = append(out, d)
+		}
+	}
+	return out, nil
 }
 
 // ReadDeployment reads the Deployment from the API server.

@@ -18,6 +18,32 @@ type desiredDeployment struct {
 	image    string
 	hash     string
 	manifest *unstructured.Unstructured
+	// pendingHash and pending are set while the Deployment keeps its
+	// template, pendingHash, because the roll to hash waits for a slot
+	// (see rolls.go); pending says why.
+	pendingHash string
+	pending     string
+}
+
+// statusHash returns the template hash the status counts pods of an older
+// template against: the Deployment's own while its roll waits, else the
+// desired one; "" for a nil d.
+func (d *desiredDeployment) statusHash() string {
+	switch {
+	case d == nil:
+		return ""
+	case d.pending != "":
+		return d.pendingHash
+	}
+	return d.hash
+}
+
+// rollPending returns why the roll to d waits, or "".
+func (d *desiredDeployment) rollPending() string {
+	if d == nil {
+		return ""
+	}
+	return d.pending
 }
 
 // desired returns m's desired Deployment, with its template hash from
@@ -42,6 +68,9 @@ func (d *desiredDeployment) build() (*unstructured.Unstructured, error) {
 		return d.manifest, nil
 	}
 	manifest, err := deploymentManifest(newDeploymentForMemcached(d.m, d.image))
+	if err == nil {
+		err = recordSpec(manifest, d.m)
+	}
 	if err != nil {
 		return nil, err
 	}

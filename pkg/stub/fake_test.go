@@ -104,6 +104,19 @@ func (f *fakeClient) GetDeployment(namespace, name string) (*appsv1.Deployment, 
 	return fakeGet(f, "deployment", deploymentResource, f.deployments, namespace, name)
 }
 
+func (f *fakeClient) ListDeployments() ([]*appsv1.Deployment, error) {
+	if err := f.record("list deployments"); err != nil {
+		return nil, err
+	}
+	var out []*appsv1.Deployment
+	for k, d := range f.deployments {
+		if !f.uncached["deployment "+k] {
+			out = append(out, d.DeepCopy())
+		}
+	}
+	return out, nil
+}
+
 func (f *fakeClient) ReadDeployment(namespace, name string) (*appsv1.Deployment, error) {
 	return fakeRead(f, "deployment", deploymentResource, f.deployments, namespace, name)
 }

@@ -16,13 +16,15 @@ import (
 	"github.com/operator-framework/operator-sdk/pkg/sdk"
 	"github.com/sirupsen/logrus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 )
 
-// DefaultImage is the memcached image of new Deployments unless
-// --memcached-image or MEMCACHED_IMAGE say otherwise.
+// DefaultImage is the memcached image of Memcacheds without spec.image
+// unless --memcached-image or MEMCACHED_IMAGE say otherwise. A change of it
+// rolls them all, paced (see rolls.go).
 const DefaultImage = "memcached:1.6-alpine"
 
 // maxRetries is how often a failing reconcile of one Memcached is retried
@@ -64,6 +66,7 @@ type Handler struct {
 	memcacheds *memcachedStore
 	templates  *templateHashes
 	progress   *progressReports
+	rolls      *rollPacer
 	api        *apiMonitor
 	// batch delays the reconciles that children's changes ask for.
 	batch time.Duration
@@ -105,6 +108,7 @@ func NewHandler(client Client, recorder record.EventRecorder, image string) *Han
 		memcacheds: newMemcachedStore(),
 		templates:  newTemplateHashes(),
 		progress:   newProgressReports(0),
+		rolls:      newRollPacer(intstr.Parse(DefaultMaxConcurrentRolls)),
 		api:        &apiMonitor{served: client.MemcachedAPIServed, interval: apiCheckInterval, grace: apiCheckGrace},
 	}
 }
@@ -122,6 +126,7 @@ func (h *Handler) Handle(ctx context.Context, event sdk.Event) error {
 			h.memcacheds.delete(k)
 			h.templates.delete(k)
 			h.progress.forget(k)
+			h.forgetRoll(k)
 			h.api.memcachedDeleted(ctx)
 			return nil
 		}

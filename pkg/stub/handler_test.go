@@ -97,13 +97,22 @@ func (f *fixture) events() []string {
 }
 
 // ownedDeployment is m's Deployment as the operator creates it, with the
-// current template hash, and with replicas.
+// current template hash and m's spec recorded, and with replicas.
 func ownedDeployment(m *v1alpha1.Memcached, replicas int32) *appsv1.Deployment {
 	d := newDeploymentForMemcached(m, testImage)
 	d.UID = "uid-deployment"
 	d.Spec.Replicas = &replicas
-	d.Spec.Template.Annotations = map[string]string{templateHashAnnotation: currentHash(m)}
+	d.Spec.Template.Annotations = map[string]string{templateHashAnnotation: currentHash(m), specHashAnnotation: mustSpecHash(m)}
 	return d
+}
+
+// mustSpecHash is m's specHash.
+func mustSpecHash(m *v1alpha1.Memcached) string {
+	h, err := specHash(m)
+	if err != nil {
+		panic(err)
+	}
+	return h
 }
 
 // currentHash is the hash of the pod template m asks for, with testImage.
@@ -205,6 +214,9 @@ func TestCreatesDeployment(t *testing.T) {
 		t.Fatalf("created %d objects, want a Deployment, a Service and a PodDisruptionBudget", len(f.client.created))
 	}
 	want, err := deploymentManifest(newDeploymentForMemcached(m, testImage))
+	if err == nil {
+		err = recordSpec(want, m)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

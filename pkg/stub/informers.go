@@ -139,12 +139,13 @@ func trimTerminated(t *corev1.ContainerStateTerminated) *corev1.ContainerStateTe
 // trimDeployment keeps what the reconcile reads: the Deployment's name,
 // labels, owner references, deletion, spec.replicas, spec.progressDeadlineSeconds,
 // the hash of its pod template, which stands for the template (see
-// templateHashAnnotation), and the conditions that say its rollout is stuck
-// (see deploymentStuckConditions).
+// templateHashAnnotation), the template's record of the roll that set it
+// (see rolls.go), and the conditions that say its rollout is stuck (see
+// deploymentStuckConditions).
 func trimDeployment(d *appsv1.Deployment) {
 	d.Annotations = nil
 	d.Spec.Template = corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Annotations: onlyTemplateHash(d.Spec.Template.Annotations)},
+		ObjectMeta: metav1.ObjectMeta{Annotations: rollAnnotations(d.Spec.Template.Annotations)},
 	}
 	d.Status = appsv1.DeploymentStatus{Conditions: deploymentStuckConditions(d.Status.Conditions)}
 }

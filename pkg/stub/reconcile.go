@@ -48,14 +48,14 @@ func (h *Handler) reconcileSteps(m *v1alpha1.Memcached) error {
 		return nil
 	}
 	if err := validateSpec(m); err != nil {
-		return h.updateStatus(m, "", nil, newFailure(ReasonInvalidSpec, "%v", err))
+		return h.updateStatus(m, nil, nil, newFailure(ReasonInvalidSpec, "%v", err))
 	}
 	if err := h.policy.check(m); err != nil {
-		return h.updateStatus(m, "", nil, newFailure(ReasonPolicyViolation, "%v", err))
+		return h.updateStatus(m, nil, nil, newFailure(ReasonPolicyViolation, "%v", err))
 	}
 	want, err := h.desired(m)
 	if err != nil {
-		return h.updateStatus(m, "", nil, newFailure(ReasonDeploymentCreateFailed, "%v", err))
+		return h.updateStatus(m, nil, nil, newFailure(ReasonDeploymentCreateFailed, "%v", err))
 	}
 	d, created, f := h.ensureChildren(m, want)
 	if created && f == nil {
@@ -67,7 +67,7 @@ func (h *Handler) reconcileSteps(m *v1alpha1.Memcached) error {
 		h.enqueueBatched(key)
 		return nil
 	}
-	return h.updateStatus(m, want.hash, d, f)
+	return h.updateStatus(m, want, d, f)
 }
 
 // ensureChildren makes sure that m's Deployment, as want, exists, is
@@ -129,11 +129,35 @@ func (h *Handler) ensureSize(m *v1alpha1.Memcached, d *appsv1.Deployment) *failu
 // that did not annotate its template gets the current one too. Edits of the
 // template that keep its hash are left alone: the operator compares
 // hashes, not templates (see templateHashAnnotation).
+//
+// A difference that m's spec did not cause, but the operator's default
+// image or version did, waits for a roll slot (see rolls.go): until it gets
+// one, want records why, for the Progressing condition.
 func (h *Handler) ensurePodTemplate(m *v1alpha1.Memcached, d *appsv1.Deployment, want *desiredDeployment) *failure {
+	key := m.Namespace + "/" + m.Name
+	held := d.Spec.Template.Annotations[pacedRollAnnotation] != ""
 	if templateOf(d) == want.hash {
+		h.rollNotWaiting(key)
+		if held {
+			// Its roll may have just ended and freed a slot.
+			h.wakeRolls()
+		}
 		return nil
 	}
+	paced := operatorChanged(m, d)
+	if paced {
+		ok, pending := h.acquireRoll(key, want.hash)
+		if !ok {
+			want.pendingHash, want.pending = templateOf(d), pending
+			return nil
+		}
+	} else {
+		h.rollNotWaiting(key)
+	}
 	manifest, err := want.build()
+	if err == nil && paced {
+		manifest, err = withPacedRoll(manifest)
+	}
 	var patch []byte
 	if err == nil {
 		patch, err = templatePatch(manifest)
@@ -142,9 +166,20 @@ func (h *Handler) ensurePodTemplate(m *v1alpha1.Memcached, d *appsv1.Deployment,
 		err = h.client.PatchDeployment(d.Namespace, d.Name, patch)
 	}
 	if err != nil {
+		if paced {
+			h.releaseRoll(key)
+		}
 		return newFailure(ReasonDeploymentUpdateFailed, "failed to update the pod template of deployment %s/%s: %v", d.Namespace, d.Name, err)
 	}
+	if paced {
+		h.recorder.Eventf(m, corev1.EventTypeNormal, ReasonDeploymentUpdated, "Updated the pod template of deployment %s (template %s) to the operator's new one, in a paced roll (--max-concurrent-rolls), rolling its pods one at a time", d.Name, want.hash)
+		return nil
+	}
 	h.recorder.Eventf(m, corev1.EventTypeNormal, ReasonDeploymentUpdated, "Updated the pod template of deployment %s (template %s), rolling its pods one at a time", d.Name, want.hash)
+	if held {
+		// A spec change took over a paced roll, whose slot is free now.
+		h.wakeRolls()
+	}
 	return nil
 }
 
@@ -167,9 +202,10 @@ func (h *Handler) ensureProgressDeadline(d *appsv1.Deployment) *failure {
 	return nil
 }
 
-// updateStatus writes the status that m's pods and Service, templateHash
-// and d, m's Deployment as the reconcile found it or nil (see observation),
-// and f, the failed step or nil, call for, when it differs from the stored
+// updateStatus writes the status that m's pods and Service, want (the
+// desired Deployment, nil when the reconcile stopped before it; see
+// observation), d (m's Deployment as the reconcile found it, or nil) and
+// f, the failed step or nil, call for, when it differs from the stored
 // one, and returns f, or the write's error.
 //
 // A failure is recorded as a Warning Event only when the stored Degraded
@@ -178,8 +214,8 @@ func (h *Handler) ensureProgressDeadline(d *appsv1.Deployment) *failure {
 // When the status cannot be written, Events are all that is left: the
 // failure and the write's error are recorded on every attempt, and client-go's
 // event correlator folds the repeats into one Event each, with a count.
-func (h *Handler) updateStatus(m *v1alpha1.Memcached, templateHash string, d *appsv1.Deployment, f *failure) error {
-	status, f := h.desiredStatus(m, templateHash, d, f)
+func (h *Handler) updateStatus(m *v1alpha1.Memcached, want *desiredDeployment, d *appsv1.Deployment, f *failure) error {
+	status, f := h.desiredStatus(m, want, d, f)
 	err := h.writeStatus(m, status)
 	switch {
 	case errors.Is(err, errStale):
@@ -203,9 +239,9 @@ func (h *Handler) updateStatus(m *v1alpha1.Memcached, templateHash string, d *ap
 }
 
 // desiredStatus returns the status m should have after the steps before it,
-// with templateHash, d and f as updateStatus has them; and the failure to
+// with want, d and f as updateStatus has them; and the failure to
 // report, which is f or, when the pods cannot be listed, that.
-func (h *Handler) desiredStatus(m *v1alpha1.Memcached, templateHash string, d *appsv1.Deployment, f *failure) (v1alpha1.MemcachedStatus, *failure) {
+func (h *Handler) desiredStatus(m *v1alpha1.Memcached, want *desiredDeployment, d *appsv1.Deployment, f *failure) (v1alpha1.MemcachedStatus, *failure) {
 	now := h.now()
 	if f != nil && f.reason == ReasonDeploymentNotOwned {
 		// None of the pods with m's labels are m's.
@@ -218,7 +254,7 @@ func (h *Handler) desiredStatus(m *v1alpha1.Memcached, templateHash string, d *a
 		}
 		return unobservedStatus(m, f.reason, f.Error(), now), f
 	}
-	o := observation{pods: pods, templateHash: templateHash, serviceName: h.serviceName(m)}
+	o := observation{pods: pods, templateHash: want.statusHash(), rollPending: want.rollPending(), serviceName: h.serviceName(m)}
 	if d != nil && metav1.IsControlledBy(d, m) {
 		o.deploymentConditions = d.Status.Conditions
 	}

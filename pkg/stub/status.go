@@ -69,6 +69,9 @@ type observation struct {
 	// trimDeployment): ReplicaFailure when the ReplicaSet controller
 	// cannot create or delete pods, and Progressing when it is False.
 	deploymentConditions []appsv1.DeploymentCondition
+	// rollPending, when set, says why the Deployment waits for a roll slot
+	// (see rolls.go); templateHash is then the Deployment's own.
+	rollPending string
 }
 
 // rollout is what the pods of an observation say about the rollout of the
@@ -225,16 +228,21 @@ func availableCondition(m *v1alpha1.Memcached, pods []*corev1.Pod) v1alpha1.Memc
 }
 
 // progressingCondition returns m's Progressing condition when its
-// Deployment is its own and o holds its pods: False with reason Complete once
-// spec.size pods of the current template are all Ready and no other pod is
-// live; False with the Deployment controller's reason and message once it
-// reports ProgressDeadlineExceeded; otherwise True while a live pod runs an
+// Deployment is its own and o holds its pods: True with reason RollPending
+// while the roll to the operator's new pod template waits for a slot (see
+// rolls.go); else False with reason Complete once spec.size pods of the
+// current template are all Ready and no other pod is live; False with the
+// Deployment controller's reason and message once it reports
+// ProgressDeadlineExceeded; otherwise True while a live pod runs an
 // older pod template (reason RollingUpdate), else while the number of live
 // pods differs from spec.size (Scaling), else while fewer than spec.size
 // are Ready (PodsStarting). A True condition's message ends with what keeps
 // the pods from getting there, if anything does (see stuck); the Degraded
 // condition gives the detail.
 func progressingCondition(m *v1alpha1.Memcached, o observation) v1alpha1.MemcachedCondition {
+	if o.rollPending != "" {
+		return newCondition(v1alpha1.MemcachedProgressing, corev1.ConditionTrue, ReasonRollPending, o.rollPending)
+	}
 	r := rolloutOf(m, o)
 	if r.complete {
 		return newCondition(v1alpha1.MemcachedProgressing, corev1.ConditionFalse, ReasonComplete, readyMessage(r.ready, m.Spec.Size))

@@ -82,6 +82,17 @@ func (o *Operator) Start() error {
 	return nil
 }
 
+// SetArgs replaces the extra command-line flags for the next Start, as a
+// new version of the operator's Deployment would. It fails while the
+// process runs.
+func (o *Operator) SetArgs(args ...string) error {
+	if o.Running() {
+		return errors.New("operator is running: stop it before changing its flags")
+	}
+	o.cfg.Args = args
+	return nil
+}
+
 // Running reports whether the process is running.
 func (o *Operator) Running() bool {
 	if o.done == nil {

@@ -1,0 +1,582 @@
+package stub
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// oldImage is the operator's default image before the change the tests
+// roll to testImage.
+const oldImage = "example.com/memcached:old"
+
+func TestParseMaxConcurrentRolls(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    intstr.IntOrString
+		wantErr bool
+	}{
+		{in: "1", want: intstr.FromInt(1)},
+		{in: "25", want: intstr.FromInt(25)},
+		{in: "10%", want: intstr.FromString("10%")},
+		{in: "100%", want: intstr.FromString("100%")},
+		{in: "0", wantErr: true},
+		{in: "-2", wantErr: true},
+		{in: "0%", wantErr: true},
+		{in: "101%", wantErr: true},
+		{in: "1.5%", wantErr: true},
+		{in: "all", wantErr: true},
+		{in: "", wantErr: true},
+	}
+	for _, tt := range tests {
+		got, err := ParseMaxConcurrentRolls(tt.in)
+		if tt.wantErr {
+			if err == nil {
+				t.Errorf("ParseMaxConcurrentRolls(%q): got %v, want an error", tt.in, got)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("ParseMaxConcurrentRolls(%q): got %v, %v, want %v", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+func TestRollSlots(t *testing.T) {
+	tests := []struct {
+		limit intstr.IntOrString
+		total int
+		want  int
+	}{
+		{limit: intstr.FromString("10%"), total: 0, want: 1},
+		{limit: intstr.FromString("10%"), total: 9, want: 1},
+		{limit: intstr.FromString("10%"), total: 20, want: 2},
+		{limit: intstr.FromString("10%"), total: 21, want: 3},
+		{limit: intstr.FromString("100%"), total: 7, want: 7},
+		{limit: intstr.FromInt(3), total: 1, want: 3},
+		{limit: intstr.FromInt(3), total: 1000, want: 3},
+	}
+	for _, tt := range tests {
+		if got := rollSlots(tt.limit, tt.total); got != tt.want {
+			t.Errorf("rollSlots(%v, %d): got %d, want %d", tt.limit.String(), tt.total, got, tt.want)
+		}
+	}
+}
+
+func TestMayStartRoll(t *testing.T) {
+	tests := []struct {
+		name     string
+		inFlight []string
+		slots    int
+		want     bool
+	}{
+		{name: "nothing in flight", slots: 1, want: true},
+		{name: "a slot free", inFlight: []string{"test/a"}, slots: 2, want: true},
+		{name: "every slot held", inFlight: []string{"test/a", "test/b"}, slots: 2, want: false},
+		{name: "more held than slots, after the limit was lowered", inFlight: []string{"test/a", "test/b", "test/c"}, slots: 1, want: false},
+		{name: "it holds a slot itself", inFlight: []string{"test/a", "test/k"}, slots: 2, want: true},
+		{name: "it holds one of too many", inFlight: []string{"test/a", "test/b", "test/k"}, slots: 1, want: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := mayStartRoll("test/k", set(tt.inFlight...), tt.slots); got != tt.want {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestToWake(t *testing.T) {
+	tests := []struct {
+		name     string
+		waiting  []string
+		inFlight []string
+		slots    int
+		want     []string
+	}{
+		{name: "no slot free", waiting: []string{"test/c"}, inFlight: []string{"test/a"}, slots: 1},
+		{name: "first by name", waiting: []string{"test/d", "test/c", "test/e"}, inFlight: []string{"test/a"}, slots: 3, want: []string{"test/c", "test/d"}},
+		{name: "fewer waiting than free", waiting: []string{"test/c"}, slots: 4, want: []string{"test/c"}},
+		{name: "one that holds a slot is not woken", waiting: []string{"test/a", "test/c"}, inFlight: []string{"test/a"}, slots: 2, want: []string{"test/c"}},
+		{name: "nobody waits", inFlight: []string{"test/a"}, slots: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := toWake(set(tt.waiting...), set(tt.inFlight...), tt.slots)
+			if len(got) != 0 || len(tt.want) != 0 {
+				if !reflect.DeepEqual(got, tt.want) {
+					t.Errorf("got %v, want %v", got, tt.want)
+				}
+			}
+		})
+	}
+}
+
+func TestOperatorChanged(t *testing.T) {
+	m := newMemcached("example", 2)
+	m.Status.ObservedGeneration = 1
+	specChanged := m.DeepCopy()
+	specChanged.Generation = 2
+	specChanged.Spec.ExtraArgs = []string{"--threads=2"}
+	scaled := m.DeepCopy()
+	scaled.Generation = 2
+	scaled.Spec.Size = 5
+	legacy := func(m *v1alpha1.Memcached) *appsv1.Deployment {
+		d := staleDeployment(m, 2)
+		delete(d.Spec.Template.Annotations, specHashAnnotation)
+		return d
+	}
+	unseen := m.DeepCopy()
+	unseen.Generation = 2
+	tests := []struct {
+		name string
+		m    *v1alpha1.Memcached
+		d    *appsv1.Deployment
+		want bool
+	}{
+		{name: "same spec, another default image", m: m, d: staleDeployment(m, 2), want: true},
+		{name: "a spec change", m: specChanged, d: staleDeployment(m, 2), want: false},
+		{name: "a scale is no spec change of the template", m: scaled, d: staleDeployment(m, 2), want: true},
+		{name: "no record, generation already seen", m: m, d: legacy(m), want: true},
+		{name: "no record, generation not seen yet", m: unseen, d: legacy(m), want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := operatorChanged(tt.m, tt.d); got != tt.want {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestPacedRollInFlight(t *testing.T) {
+	m := newMemcached("example", 2)
+	marked := pacedDeployment(m, 2)
+	old := func(name string) *corev1.Pod { return stalePod(m, name, true) }
+	current := func(name string, ready bool) *corev1.Pod { return newPod(m, name, corev1.PodRunning, ready) }
+	terminating := old("example-old-b")
+	terminating.DeletionTimestamp = &testNow
+	tests := []struct {
+		name string
+		d    *appsv1.Deployment
+		pods []*corev1.Pod
+		want bool
+	}{
+		{name: "not a paced roll", d: ownedDeployment(m, 2), pods: []*corev1.Pod{old("example-old-a")}, want: false},
+		{name: "just patched", d: marked, pods: []*corev1.Pod{old("example-old-a"), old("example-old-b")}, want: true},
+		{name: "half way", d: marked, pods: []*corev1.Pod{old("example-old-a"), current("example-new-a", true), current("example-new-b", false)}, want: true},
+		{name: "a new pod that never gets Ready holds it", d: marked, pods: []*corev1.Pod{old("example-old-a"), old("example-old-b"), withContainers(current("example-new-a", false), waiting("memcached", "ImagePullBackOff", "Back-off pulling image"))}, want: true},
+		{name: "the last old pod is terminating", d: marked, pods: []*corev1.Pod{terminating, current("example-new-a", true), current("example-new-b", true)}, want: false},
+		{name: "done", d: marked, pods: []*corev1.Pod{current("example-new-a", true), current("example-new-b", true)}, want: false},
+		{name: "size 0", d: marked, want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := pacedRollInFlight(tt.d, tt.pods); got != tt.want {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRollPendingMessage(t *testing.T) {
+	got := rollPendingMessage(set("test/e", "test/a", "test/d", "test/b"), 4)
+	want := "the operator's pod template changed (a new default image or operator version); waiting for one of 4 roll slots (--max-concurrent-rolls), held by a, b, d and 1 more"
+	if got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestTrimDeploymentKeepsTheRollRecord(t *testing.T) {
+	d := pacedDeployment(newMemcached("example", 2), 2)
+	d.Spec.Template.Annotations["other"] = "x"
+	want := map[string]string{}
+	for _, k := range []string{templateHashAnnotation, specHashAnnotation, pacedRollAnnotation} {
+		want[k] = d.Spec.Template.Annotations[k]
+	}
+	trimDeployment(d)
+	if got := d.Spec.Template.Annotations; !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+}
+
+// The fixture tests below run a fleet whose Deployments were made with
+// oldImage by a handler whose default is now testImage.
+
+// fleet returns Memcacheds of size 2, each settled on oldImage: its
+// Deployment, Service, budget and two Ready pods, and a status that has
+// seen its generation.
+func fleet(names ...string) ([]*v1alpha1.Memcached, []runtime.Object) {
+	var ms []*v1alpha1.Memcached
+	var objs []runtime.Object
+	for _, name := range names {
+		m := newMemcached(name, 2)
+		m.Status.ObservedGeneration = 1
+		ms = append(ms, m)
+		objs = append(objs, m, staleDeployment(m, 2), ownedService(m), ownedBudget(m),
+			stalePod(m, name+"-old-a", true), stalePod(m, name+"-old-b", true))
+	}
+	return ms, objs
+}
+
+// staleDeployment is m's Deployment as a handler with oldImage made it.
+func staleDeployment(m *v1alpha1.Memcached, replicas int32) *appsv1.Deployment {
+	d := newDeploymentForMemcached(m, oldImage)
+	d.UID = "uid-deployment"
+	d.Spec.Replicas = &replicas
+	d.Spec.Template.Annotations = map[string]string{templateHashAnnotation: staleHash(m), specHashAnnotation: mustSpecHash(m)}
+	return d
+}
+
+// pacedDeployment is m's Deployment right after a paced roll to testImage.
+func pacedDeployment(m *v1alpha1.Memcached, replicas int32) *appsv1.Deployment {
+	d := ownedDeployment(m, replicas)
+	d.Spec.Template.Annotations[pacedRollAnnotation] = "true"
+	return d
+}
+
+// staleHash is the hash of m's pod template with oldImage.
+func staleHash(m *v1alpha1.Memcached) string {
+	u, err := deploymentManifest(newDeploymentForMemcached(m, oldImage))
+	if err != nil {
+		panic(err)
+	}
+	return manifestTemplateHash(u)
+}
+
+// stalePod is a pod of m's Deployment of the oldImage template.
+func stalePod(m *v1alpha1.Memcached, name string, ready bool) *corev1.Pod {
+	p := newPod(m, name, corev1.PodRunning, ready)
+	p.Annotations[templateHashAnnotation] = staleHash(m)
+	return p
+}
+
+// reconcileAll runs every queued reconcile until the queue is empty,
+// failing the test on an error.
+func (f *fixture) reconcileAll() {
+	f.t.Helper()
+	for f.handler.queue.Len() > 0 {
+		if err := f.reconcileNext(); err != nil {
+			f.t.Fatalf("reconcile: %v", err)
+		}
+	}
+}
+
+// handleAll delivers each of ms to the handler and runs the reconciles.
+func (f *fixture) handleAll(ms ...*v1alpha1.Memcached) {
+	f.t.Helper()
+	for _, m := range ms {
+		if err := f.handle(m, false); err != nil {
+			f.t.Fatalf("Handle %s: %v", m.Name, err)
+		}
+	}
+	f.reconcileAll()
+}
+
+// templatePatches returns the names of the Deployments whose template the
+// handler patched, in order, and empties the record.
+func (f *fixture) templatePatches() []string {
+	var out []string
+	for _, a := range f.client.actions {
+		if strings.HasPrefix(a, "patch deployment test/") {
+			out = append(out, strings.TrimPrefix(a, "patch deployment test/"))
+		}
+	}
+	f.client.actions = nil
+	return out
+}
+
+// progressing returns the stored Progressing condition of Memcached name.
+func (f *fixture) progressing(name string) v1alpha1.MemcachedCondition {
+	f.t.Helper()
+	m := f.client.memcacheds["test/"+name]
+	c := findCondition(m.Status.Conditions, v1alpha1.MemcachedProgressing)
+	if c == nil {
+		f.t.Fatalf("memcached %s has no Progressing condition: %+v", name, m.Status)
+	}
+	return *c
+}
+
+// finishRoll replaces the pods of m with size Ready pods of the current
+// template, as the Deployment controller does at the end of a roll.
+func (f *fixture) finishRoll(m *v1alpha1.Memcached) {
+	var pods []*corev1.Pod
+	for _, p := range f.client.pods {
+		if p.Labels[crLabel] != m.Name {
+			pods = append(pods, p)
+		}
+	}
+	for i := range m.Spec.Size {
+		pods = append(pods, newPod(m, fmt.Sprintf("%s-new-%d", m.Name, i), corev1.PodRunning, true))
+	}
+	f.client.pods = pods
+}
+
+func TestPacesAFleetRoll(t *testing.T) {
+	ms, objs := fleet("a", "b", "c", "d", "e")
+	f := newFixture(t, objs...)
+	f.handler.PaceRolls(intstr.FromInt(2))
+
+	f.handleAll(ms[4], ms[3], ms[2], ms[1], ms[0])
+
+	// Slots go as reconciles come: the first two, e and d, take them.
+	if got, want := f.templatePatches(), []string{"e", "d"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("patched %v, want %v", got, want)
+	}
+	for _, m := range ms[3:] {
+		name := m.Name
+		d := f.client.deployments["test/"+name]
+		if d.Spec.Template.Annotations[pacedRollAnnotation] != "true" || templateOf(d) != currentHash(m) {
+			t.Errorf("deployment %s: template annotations %v, want the new template marked as a paced roll", name, d.Spec.Template.Annotations)
+		}
+		if img := d.Spec.Template.Spec.Containers[0].Image; img != testImage {
+			t.Errorf("deployment %s: image %q, want %q", name, img, testImage)
+		}
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		c := f.progressing(name)
+		if c.Status != corev1.ConditionTrue || c.Reason != ReasonRollPending || !strings.Contains(c.Message, "held by d, e") {
+			t.Errorf("memcached %s: Progressing %s %s %q, want True %s naming d and e", name, c.Status, c.Reason, c.Message, ReasonRollPending)
+		}
+		if img := f.client.deployments["test/"+name].Spec.Template.Spec.Containers[0].Image; img != oldImage {
+			t.Errorf("deployment %s: image %q, want %q until its turn", name, img, oldImage)
+		}
+	}
+
+	// e's roll ends: its slot goes to the first waiting by name, a.
+	f.finishRoll(ms[4])
+	f.handleAll(ms[4])
+	if got, want := f.templatePatches(), []string{"a"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("after e's roll patched %v, want %v", got, want)
+	}
+	// d's pods are still old: nothing more moves when it reconciles.
+	f.handleAll(ms[3])
+	if got := f.templatePatches(); len(got) != 0 {
+		t.Fatalf("with d still rolling patched %v, want nothing", got)
+	}
+
+	f.finishRoll(ms[3])
+	f.finishRoll(ms[0])
+	f.handleAll(ms[3])
+	if got, want := f.templatePatches(), []string{"b", "c"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("after d's and a's rolls patched %v, want %v", got, want)
+	}
+	for _, m := range ms[1:3] {
+		f.finishRoll(m)
+	}
+	f.handleAll(ms...)
+	for _, m := range ms {
+		if c := f.progressing(m.Name); c.Status != corev1.ConditionFalse || c.Reason != ReasonComplete {
+			t.Errorf("memcached %s: Progressing %s %s %q, want False %s", m.Name, c.Status, c.Reason, c.Message, ReasonComplete)
+		}
+	}
+}
+
+func TestCountsRollsInFlightFromTheCaches(t *testing.T) {
+	// A new handler, as after a restart or a change of leader, has no
+	// memory of the slot that b holds: the caches show it.
+	ms, objs := fleet("a", "b", "c")
+	f := newFixture(t, withoutDeployment(append(objs, pacedDeployment(ms[1], 2)), "b")...)
+	f.handler.PaceRolls(intstr.FromInt(1))
+
+	f.handleAll(ms...)
+
+	if got := f.templatePatches(); len(got) != 0 {
+		t.Fatalf("patched %v, want nothing while b's roll holds the only slot", got)
+	}
+	for _, name := range []string{"a", "c"} {
+		if c := f.progressing(name); c.Reason != ReasonRollPending || !strings.HasSuffix(c.Message, "held by b") {
+			t.Errorf("memcached %s: Progressing %s %q, want %s held by b", name, c.Reason, c.Message, ReasonRollPending)
+		}
+	}
+	if c := f.progressing("b"); c.Reason != ReasonRollingUpdate {
+		t.Errorf("memcached b: Progressing %s %q, want %s", c.Reason, c.Message, ReasonRollingUpdate)
+	}
+}
+
+func TestAStuckPacedRollHoldsItsSlot(t *testing.T) {
+	ms, objs := fleet("a", "b")
+	f := newFixture(t, objs...)
+	f.handler.PaceRolls(intstr.FromInt(1))
+	f.handleAll(ms...)
+	if got, want := f.templatePatches(), []string{"a"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("patched %v, want %v", got, want)
+	}
+	// a's new image cannot be pulled: its surge pod never gets Ready, and
+	// its old pods stay.
+	f.client.pods = append(f.client.pods, withContainers(newPod(ms[0], "a-new-0", corev1.PodPending, false),
+		waiting("memcached", "ImagePullBackOff", "Back-off pulling image")))
+
+	f.handleAll(ms...)
+
+	if got := f.templatePatches(); len(got) != 0 {
+		t.Fatalf("patched %v, want nothing: a stuck roll holds its slot", got)
+	}
+	if c := f.progressing("b"); c.Reason != ReasonRollPending || !strings.HasSuffix(c.Message, "held by a") {
+		t.Errorf("memcached b: Progressing %s %q, want %s held by a", c.Reason, c.Message, ReasonRollPending)
+	}
+}
+
+func TestSpecChangesAndNewMemcachedsDoNotWaitForTheFleet(t *testing.T) {
+	ms, objs := fleet("a", "b", "c")
+	f := newFixture(t, withoutDeployment(append(objs, pacedDeployment(ms[0], 2)), "a")...)
+	f.handler.PaceRolls(intstr.FromInt(1))
+	changed := ms[1].DeepCopy()
+	changed.Generation = 2
+	changed.Spec.ExtraArgs = []string{"--threads=2"}
+	f.handler.memcacheds.store("test/b", changed)
+	fresh := newMemcached("fresh", 2)
+	f.client.memcacheds["test/fresh"] = fresh
+	f.handler.memcacheds.store("test/fresh", fresh)
+
+	f.handleAll(changed, ms[2], fresh)
+
+	if got, want := f.templatePatches(), []string{"b"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("patched %v, want %v: b's own change goes at once, c waits", got, want)
+	}
+	d := f.client.deployments["test/b"]
+	if _, marked := d.Spec.Template.Annotations[pacedRollAnnotation]; marked || templateOf(d) != currentHash(changed) {
+		t.Errorf("deployment b: template annotations %v, want the new template of its spec, unmarked", d.Spec.Template.Annotations)
+	}
+	if got := d.Spec.Template.Annotations[specHashAnnotation]; got != mustSpecHash(changed) {
+		t.Errorf("deployment b: recorded spec %q, want %q", got, mustSpecHash(changed))
+	}
+	if d, ok := f.client.deployments["test/fresh"]; !ok || templateOf(d) != currentHash(fresh) {
+		t.Errorf("memcached fresh: deployment %v, want one created with the new template at once", d)
+	}
+	if c := f.progressing("c"); c.Reason != ReasonRollPending {
+		t.Errorf("memcached c: Progressing %s %q, want %s", c.Reason, c.Message, ReasonRollPending)
+	}
+}
+
+func TestAFailedPatchGivesItsSlotBack(t *testing.T) {
+	_, objs := fleet("a", "b")
+	f := newFixture(t, objs...)
+	f.handler.PaceRolls(intstr.FromInt(1))
+	f.client.failOn["patch deployment test/a"] = errors.NewForbidden(deploymentResource, "a", fmt.Errorf("denied by policy"))
+
+	if err := f.handler.reconcileKey("test/a"); err == nil {
+		t.Fatalf("reconcile a: got nil, want the patch's error")
+	}
+	if err := f.handler.reconcileKey("test/b"); err != nil {
+		t.Fatalf("reconcile b: %v", err)
+	}
+
+	if got, want := f.templatePatches(), []string{"a", "b"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("patched %v, want %v: b takes the slot that a's failed patch gave back", got, want)
+	}
+}
+
+func TestDeletingARollingMemcachedWakesTheNext(t *testing.T) {
+	ms, objs := fleet("a", "b")
+	f := newFixture(t, objs...)
+	f.handler.PaceRolls(intstr.FromInt(1))
+	f.handleAll(ms...)
+	if got, want := f.templatePatches(), []string{"a"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("patched %v, want %v", got, want)
+	}
+	delete(f.client.deployments, "test/a")
+
+	if err := f.handle(ms[0], true); err != nil {
+		t.Fatalf("Handle the deletion of a: %v", err)
+	}
+	f.reconcileAll()
+
+	if got, want := f.templatePatches(), []string{"b"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("patched %v, want %v after a was deleted", got, want)
+	}
+}
+
+// withoutDeployment drops the Deployment of Memcached name from objs but
+// the last one, so that a test can put its own in.
+func withoutDeployment(objs []runtime.Object, name string) []runtime.Object {
+	var out []runtime.Object
+	last := -1
+	for i, o := range objs {
+		if d, ok := o.(*appsv1.Deployment); ok && d.Name == name {
+			last = i
+		}
+	}
+	for i, o := range objs {
+		if d, ok := o.(*appsv1.Deployment); ok && d.Name == name && i != last {
+			continue
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+func set(keys ...string) map[string]bool {
+	s := map[string]bool{}
+	for _, k := range keys {
+		s[k] = true
+	}
+	return s
+}
+
+func TestAGrantHoldsItsSlotUntilTheCacheShowsThePatch(t *testing.T) {
+	ms, objs := fleet("a", "b")
+	f := newFixture(t, objs...)
+	f.handler.PaceRolls(intstr.FromInt(1))
+	if err := f.handler.reconcileKey("test/a"); err != nil {
+		t.Fatalf("reconcile a: %v", err)
+	}
+	// The cache has not seen a's patch yet, as when another worker
+	// reconciles b right after it.
+	f.client.deployments["test/a"] = staleDeployment(ms[0], 2)
+
+	if err := f.handler.reconcileKey("test/b"); err != nil {
+		t.Fatalf("reconcile b: %v", err)
+	}
+
+	if got, want := f.templatePatches(), []string{"a"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("patched %v, want %v: a's grant holds the only slot", got, want)
+	}
+	if c := f.progressing("b"); c.Reason != ReasonRollPending || !strings.HasSuffix(c.Message, "held by a") {
+		t.Errorf("memcached b: Progressing %s %q, want %s held by a", c.Reason, c.Message, ReasonRollPending)
+	}
+}
+
+func TestCountsRollsOfMemcachedsNotDeliveredYet(t *testing.T) {
+	// Right after a start the SDK has delivered only some Memcacheds; the
+	// Deployment cache already holds every Deployment, b's paced roll too.
+	ms, objs := fleet("a", "b")
+	f := newFixture(t, withoutDeployment(append(objs, pacedDeployment(ms[1], 2)), "b")...)
+	f.handler.memcacheds.delete("test/b")
+	f.handler.PaceRolls(intstr.FromInt(1))
+
+	f.handleAll(ms[0])
+
+	if got := f.templatePatches(); len(got) != 0 {
+		t.Fatalf("patched %v, want nothing while b's roll holds the only slot", got)
+	}
+}
+
+func TestAPercentageCountsEveryDeploymentFromTheStart(t *testing.T) {
+	// 10% of 20 is 2 slots, although the SDK has delivered only two of the
+	// Memcacheds so far.
+	var names []string
+	for i := range 20 {
+		names = append(names, fmt.Sprintf("m%02d", i))
+	}
+	ms, objs := fleet(names...)
+	f := newFixture(t, objs...)
+	for _, m := range ms[2:] {
+		f.handler.memcacheds.delete("test/" + m.Name)
+	}
+	f.handler.PaceRolls(intstr.FromString("10%"))
+
+	f.handleAll(ms[0], ms[1])
+
+	if got, want := f.templatePatches(), []string{"m00", "m01"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("patched %v, want %v", got, want)
+	}
+}

@@ -184,6 +184,7 @@ func run(opts *options) error {
 		m.SetLeader(true)
 		client := stub.NewCachedClient(kube, memcacheds, pdbs, disco, namespace)
 		handler := stub.NewHandler(client, recorder, opts.memcachedImage)
+		handler.UseSidecarImage(opts.sidecarImage)
 		handler.BatchChildUpdates(opts.childBatch)
 		handler.ReportProgressEvery(opts.progressEvery)
 		handler.EnforcePolicy(opts.policy)
@@ -201,7 +202,7 @@ func run(opts *options) error {
 			handler.Run(ctx, opts.workers)
 		}()
 
-		logrus.Infof("watching namespace %q, resync every %v, memcached image %s", namespace, opts.resync, opts.memcachedImage)
+		logrus.Infof("watching namespace %q, resync every %v, memcached image %s, sidecar image %s", namespace, opts.resync, opts.memcachedImage, opts.sidecarImage)
 		sdk.Watch(v1alpha1.APIVersion(), v1alpha1.Kind, namespace, opts.resync)
 		sdk.Handle(handler)
 		sdk.Run(ctx)

@@ -22,6 +22,7 @@ type options struct {
 	logFormat      string
 	logLevel       string
 	memcachedImage string
+	sidecarImage   string
 	kubeAPIQPS     float64
 	kubeAPIBurst   int
 	metricsAddr    string
@@ -61,6 +62,11 @@ func parseOptions(args []string, getenv func(string) string, output io.Writer) (
 	fs.StringVar(&o.logFormat, "log-format", "text", "Log format: text or json.")
 	fs.StringVar(&o.logLevel, "log-level", "info", "Log level: panic, fatal, error, warning, info, debug or trace.")
 	fs.StringVar(&o.memcachedImage, "memcached-image", image, "Image of the memcached containers in new Deployments (env MEMCACHED_IMAGE).")
+	sidecar := getenv("SIDECAR_IMAGE")
+	if sidecar == "" {
+		sidecar = stub.DefaultSidecarImage
+	}
+	fs.StringVar(&o.sidecarImage, "sidecar-image", sidecar, "Image of the sidecar that refreshes certificates and serves metrics in the pods of Memcacheds with spec.tls or spec.monitoring (env SIDECAR_IMAGE).")
 	fs.Float64Var(&o.kubeAPIQPS, "kube-api-qps", 50, "Sustained requests per second to the API server from the reconcile.")
 	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", 100, "Burst of requests to the API server from the reconcile.")
 	fs.IntVar(&o.workers, "workers", 4, "How many Memcached resources are reconciled at once; one resource is never reconciled by two workers.")
@@ -103,6 +109,9 @@ func (o *options) validate() error {
 	}
 	if o.memcachedImage == "" {
 		return fmt.Errorf("--memcached-image must not be empty")
+	}
+	if o.sidecarImage == "" {
+		return fmt.Errorf("--sidecar-image must not be empty")
 	}
 	if o.childBatch < 0 {
 		return fmt.Errorf("--child-updates-batch-period=%v must not be negative", o.childBatch)

@@ -38,7 +38,7 @@ func run(args []string) error {
 	fs.BoolVar(&d.ClientCert, "client-cert", false, "Present the Secret's certificate to memcached, which requires client certificates.")
 	fs.StringVar(&d.AuthFile, "auth-file", "", "memcached's -Y file; the sidecar logs in with its first user:password line.")
 	fs.StringVar(&metricsAddr, "metrics-addr", "", "Address of the HTTP server for /metrics and /healthz, such as :9150; empty serves none.")
-	fs.DurationVar(&interval, "refresh-interval", 10*time.Second, "How often the mounted certificate is compared with the one memcached serves.")
+	fs.DurationVar(&interval, "refresh-interval", 5*time.Second, "How often the mounted certificate is compared with the one memcached serves.")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

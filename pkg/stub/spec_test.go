@@ -183,7 +183,7 @@ func TestCRDHasTheSameRules(t *testing.T) {
 	}
 	for _, message := range []string{
 		msgThreads, msgProtocol, msgConnLimit, msgItemSize, msgHashpower, msgItemSizeFits, msgHashpowerThreads, msgConnsPerThread,
-		msgTolerationKeyless, msgTolerationSeconds, msgTolerationExistsValue,
+		msgTolerationKeyless, msgTolerationSeconds, msgTolerationExistsValue, msgAuthProtocol,
 	} {
 		if want := `message: "` + message + `"`; !strings.Contains(string(crd), want) {
 			t.Errorf("deploy/crd.yaml has no rule with %s", want)

@@ -31,8 +31,10 @@ const (
 	// verify instead of the pods' IPs.
 	tlsServerName = "memcached.test"
 	// rotationBudget is how long a changed Secret may take to reach new
-	// connections: the kubelet's update of the mounted files, then the
-	// sidecar's next check, every 10 s.
+	// connections, as issue 20 asks: the kubelet's update of the mounted
+	// files, on its periodic sync of the pod (every 60 to 90 s with the
+	// default syncFrequency of 1m and the kubelet's jitter of half of it),
+	// then the sidecar's next check, every 5 s.
 	rotationBudget = 90 * time.Second
 )
 
@@ -360,22 +362,31 @@ monitoring: {enabled: true}`)
 	newCert, newKey, _ := ca.issue(t, 101)
 	applySecret(t, admin, tlsSecret, "kubernetes.io/tls", map[string][]byte{"tls.crt": newCert, "tls.key": newKey, "ca.crt": ca.pem})
 	start := time.Now()
-	for pod, addr := range addrs {
-		err := framework.Eventually(ctx, rotationBudget-time.Since(start), "pod "+pod+" to serve the new certificate", func(ctx context.Context) error {
+	seen := map[string]time.Duration{}
+	err := framework.Eventually(ctx, rotationBudget, "every pod to serve the new certificate", func(ctx context.Context) error {
+		for pod, addr := range addrs {
+			if _, ok := seen[pod]; ok {
+				continue
+			}
 			c, peer, err := dialTLS(ctx, addr, ca, &client)
 			if err != nil {
 				return err
 			}
 			c.Close()
-			if peer.SerialNumber.Int64() != 101 {
-				return fmt.Errorf("new connections still get serial %s", peer.SerialNumber)
+			if peer.SerialNumber.Int64() == 101 {
+				seen[pod] = time.Since(start).Round(time.Second)
 			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
 		}
-		t.Logf("pod %s serves the new certificate %s after the Secret's change", pod, time.Since(start).Round(time.Second))
+		if len(seen) < len(addrs) {
+			return fmt.Errorf("only %v of %d pods serve the new certificate to new connections", seen, len(addrs))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("new connections get the new certificate this long after the Secret's change: %v", seen)
+	for pod, addr := range addrs {
 		c, _, err := session(ctx, addr, ca, &client, "app", "right-password")
 		if err != nil {
 			t.Fatal(err)

@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/example-inc/memcached-operator/test/framework"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
 const (
@@ -498,4 +500,58 @@ func TestMissingSecretDegraded(t *testing.T) {
 		t.Errorf("version over TLS: %q, %v", reply, err)
 	}
 	t.Logf("serving serial %s once the Secret is complete; restarts %v", peer.SerialNumber, restartCounts(o))
+}
+
+// maxSidecarImageBytes bounds the sidecar image's compressed size: one
+// static binary, about 4 MB compressed (9 MB on disk).
+const maxSidecarImageBytes = 8 << 20
+
+// TestSidecarImage reads the sidecar image of this release, as
+// test/scripts/images.sh built it offline from tmp/build/Dockerfile.sidecar,
+// from the local registry: one layer (FROM scratch and the binary), small,
+// and a numeric non-root user.
+func TestSidecarImage(t *testing.T) {
+	t.Parallel()
+	version, err := makeVariable("VERSION")
+	if err != nil {
+		t.Fatal(err)
+	}
+	image, err := framework.ImageRef(context.Background(), paths, "sidecar", version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := name.ParseReference(image, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := remote.Image(ref)
+	if err != nil {
+		t.Fatalf("read %s from the registry: %v", image, err)
+	}
+	config, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := config.Config.User; u != "11211:11211" {
+		t.Errorf("user %q, want 11211:11211", u)
+	}
+	if e := config.Config.Entrypoint; len(e) != 1 || e[0] != "/usr/local/bin/memcached-sidecar" {
+		t.Errorf("entrypoint %q, want the sidecar binary", e)
+	}
+	layers, err := img.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var size int64
+	for _, l := range layers {
+		n, err := l.Size()
+		if err != nil {
+			t.Fatal(err)
+		}
+		size += n
+	}
+	if len(layers) != 1 || size > maxSidecarImageBytes {
+		t.Errorf("%d layers of %d bytes, want one of at most %d", len(layers), size, maxSidecarImageBytes)
+	}
+	t.Logf("%s: user %s, %d layer, %.1f MB compressed", image, config.Config.User, len(layers), float64(size)/(1<<20))
 }

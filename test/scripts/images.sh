@@ -100,13 +100,15 @@ build_operator() {
   done
 }
 
-# build_sidecar builds the sidecar image of every catalog release from the binary that
-# build_operator built beside the operator's.
+# build_sidecar builds the sidecar image of every catalog release, each binary stamped
+# with its version, in a folder of its own so that it never depends on build_operator.
 build_sidecar() {
   local version ctx
   for version in $(catalog_versions); do
-    ctx="${BUILD_DIR}/operator-${version}"
-    [[ -x "${ctx}/tmp/_output/bin/memcached-sidecar" ]] || fatal "${ctx}/tmp/_output/bin/memcached-sidecar is missing: build the operator image first"
+    ctx="${BUILD_DIR}/sidecar-${version}"
+    rm -rf "${ctx}" && mkdir -p "${ctx}/tmp/_output/bin"
+    GOOS=linux VERSION="${version}" OUT="${ctx}/operator" SIDECAR_OUT="${ctx}/tmp/_output/bin/memcached-sidecar" "${ROOT}/tmp/build/build.sh" >&2
+    rm -f "${ctx}/operator"
     build_push "$(ref sidecar "${version}")" "${ROOT}/tmp/build/Dockerfile.sidecar" "${ctx}" \
       --build-arg "VERSION=${version}" \
       --build-arg "GIT_COMMIT=$(git -C "${ROOT}" rev-parse --short HEAD 2>/dev/null || echo unknown)"

@@ -26,6 +26,7 @@ import (
 // sidecar uses, on loopback: login with a set, stats and refresh_certs,
 // which reloads the certificate from dir as memcached does.
 type fakeMemcached struct {
+	// addr is where it listens; "" picks a free loopback port.
 	addr     string
 	dir      string // the mounted Secret; "" serves plaintext
 	password string // "" accepts any client without login
@@ -42,7 +43,11 @@ type fakeMemcached struct {
 // startFake starts f on a loopback port until the test ends.
 func startFake(t *testing.T, f *fakeMemcached) *fakeMemcached {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr := f.addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -88,17 +88,19 @@ func (r *Refresher) Check(ctx context.Context) error {
 		}
 		return nil
 	}
-	if sum == r.served && r.client != nil {
+	if sum == r.served {
 		return nil
 	}
 	leaf, err := x509.ParseCertificate(pair.Certificate[0])
 	if err != nil {
 		return fmt.Errorf("failed to parse %s: %v", certFile, err)
 	}
-	first := r.client == nil
-	if first {
+	if r.client == nil {
 		r.client = &pair
 	}
+	// Until memcached is seen serving, as while it starts, nothing is a
+	// failed refresh.
+	first := r.served == [sha256.Size]byte{}
 	d := r.Dialer
 	d.Certificate = r.client
 	c, err := d.Dial(ctx)
@@ -138,9 +140,8 @@ func (r *Refresher) Check(ctx context.Context) error {
 	return nil
 }
 
-// failed counts a failed refresh, unless it is the first check, which
-// refreshes nothing unless the files changed since memcached started, and
-// returns its error.
+// failed counts a failed refresh, unless memcached was never seen serving,
+// and returns its error.
 func (r *Refresher) failed(first bool, format string, args ...interface{}) error {
 	if !first {
 		r.refreshes.WithLabelValues("failure").Inc()

@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -210,6 +211,34 @@ func TestRefresher(t *testing.T) {
 				t.Errorf("after a third check memcached got refresh_certs %d times, want %d", got, tt.wantRefreshes+boolInt(tt.refuseRefresh))
 			}
 		})
+	}
+}
+
+// TestRefresherWaitsForMemcached checks that checks before memcached
+// listens, as when the sidecar starts first, count no failed refresh, and
+// that the first check that reaches memcached sends nothing.
+func TestRefresherWaitsForMemcached(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	dir := t.TempDir()
+	writeSecret(t, dir, 1)
+	log, _ := test.NewNullLogger()
+	r := NewRefresher(Dialer{Addr: addr, TLSDir: dir}, log, prometheus.NewRegistry())
+	for i := 0; i < 2; i++ {
+		if err := r.Check(context.Background()); err == nil || !strings.Contains(err.Error(), "failed to connect") {
+			t.Errorf("check %d without memcached: got %v, want a connection error", i, err)
+		}
+	}
+	f := startFake(t, &fakeMemcached{addr: addr, dir: dir})
+	if err := r.Check(context.Background()); err != nil {
+		t.Errorf("check with memcached: %v", err)
+	}
+	if s, fl := refreshCounts(t, r); s != 0 || fl != 0 || f.count("refresh_certs") != 0 {
+		t.Errorf("got refreshes success %v failure %v and %d refresh_certs, want none", s, fl, f.count("refresh_certs"))
 	}
 }
 

@@ -32,12 +32,16 @@ const (
 	authDir    = "/etc/memcached/auth"
 	// The keys of the Secrets that spec.tls and spec.auth name: those of a
 	// kubernetes.io/tls Secret, and the -Y file.
-	tlsCertKey   = "tls.crt"
-	tlsKeyKey    = "tls.key"
-	tlsCAKey     = "ca.crt"
-	authFileKey  = "passwords"
-	secretMode   = 0o440
-	sslVerifyReq = 2 // memcached's ssl_verify_mode for a required client certificate
+	tlsCertKey  = "tls.crt"
+	tlsKeyKey   = "tls.key"
+	tlsCAKey    = "ca.crt"
+	authFileKey = "passwords"
+	// secretMode lets the files' owner, root, and the pod's fsGroup, which
+	// memcached and the sidecar run in, read the Secrets' files, and no one else.
+	secretMode = 0o440
+	// sslVerifyRequire is memcached's ssl_verify_mode that refuses clients
+	// without a certificate the CA signed.
+	sslVerifyRequire = 2
 )
 
 // securityArgs are memcached's options for m's TLS and auth: with TLS, -Z
@@ -50,7 +54,7 @@ func securityArgs(m *v1alpha1.Memcached) []string {
 			"ssl_key=" + tlsDir + "/" + tlsKeyKey,
 		}
 		if t.ClientCertificates == v1alpha1.ClientCertificatesRequired {
-			opts = append(opts, "ssl_ca_cert="+tlsDir+"/"+tlsCAKey, "ssl_verify_mode="+strconv.Itoa(sslVerifyReq))
+			opts = append(opts, "ssl_ca_cert="+tlsDir+"/"+tlsCAKey, "ssl_verify_mode="+strconv.Itoa(sslVerifyRequire))
 		}
 		args = append(args, "-Z", "-o", strings.Join(opts, ","))
 	}

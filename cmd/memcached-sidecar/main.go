@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -44,6 +45,13 @@ func run(args []string) error {
 	}
 	if d.TLSDir == "" && metricsAddr == "" {
 		return errors.New("nothing to do: set --tls-dir, --metrics-addr or both")
+	}
+	if host, _, err := net.SplitHostPort(d.Addr); err != nil {
+		return fmt.Errorf("--memcached=%s: %v", d.Addr, err)
+	} else if ip := net.ParseIP(host); d.TLSDir != "" && (ip == nil || !ip.IsLoopback()) {
+		// The sidecar does not verify memcached's certificate, which is
+		// safe on the pod's own loopback only (see sidecar.Dialer.Dial).
+		return fmt.Errorf("--memcached=%s must be a loopback IP address with --tls-dir", d.Addr)
 	}
 	if interval <= 0 {
 		return fmt.Errorf("--refresh-interval=%v must be positive", interval)

@@ -55,8 +55,8 @@ const (
 
 // newDeploymentForMemcached returns the Deployment that runs m's memcached
 // pods, with defaultImage unless m names its own, and sidecarImage when m's
-// TLS or monitoring needs the sidecar. It holds what client-go
-// 1.11's types can express; deploymentManifest adds the rest. The reconcile
+// TLS or monitoring needs the sidecar. It holds what client-go 1.11's types
+// can express; deploymentManifest adds the rest. The reconcile
 // creates it as is and afterwards manages its replica count, its progress
 // deadline and, by templateHashAnnotation, its pod template and strategy.
 func newDeploymentForMemcached(m *v1alpha1.Memcached, defaultImage, sidecarImage string) *appsv1.Deployment {
@@ -180,9 +180,9 @@ func memcachedPodSpec(m *v1alpha1.Memcached, defaultImage, sidecarImage string) 
 
 // memcachedCommand is the memcached command line: m's extra arguments, then
 // the options the operator controls, last so that they win, then those of
-// TLS and auth. Every option
-// and its value are separate arguments: memcached's getopt reads "-m=64" as
-// the value "=64", which it takes for 0 MB, and then exits.
+// TLS and auth. Every option and its value are separate arguments:
+// memcached's getopt reads "-m=64" as the value "=64", which it takes for
+// 0 MB, and then exits.
 func memcachedCommand(m *v1alpha1.Memcached) []string {
 	cmd := append([]string{"memcached"}, m.Spec.ExtraArgs...)
 	return append(append(cmd,

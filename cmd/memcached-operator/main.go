@@ -184,6 +184,7 @@ func run(opts *options) error {
 		m.SetLeader(true)
 		client := stub.NewCachedClient(kube, memcacheds, pdbs, disco, namespace)
 		handler := stub.NewHandler(client, recorder, opts.memcachedImage)
+		handler.UseSidecarImage(opts.sidecarImage)
 		handler.BatchChildUpdates(opts.childBatch)
 		handler.ReportProgressEvery(opts.progressEvery)
 		handler.EnforcePolicy(opts.policy)
@@ -202,7 +203,7 @@ func run(opts *options) error {
 			handler.Run(ctx, opts.workers)
 		}()
 
-		logrus.Infof("watching namespace %q, resync every %v, memcached image %s, at most %s concurrent rolls for a change of the operator's pod template", namespace, opts.resync, opts.memcachedImage, opts.maxRolls)
+		logrus.Infof("watching namespace %q, resync every %v, memcached image %s, sidecar image %s, at most %s concurrent rolls for a change of the operator's pod template", namespace, opts.resync, opts.memcachedImage, opts.sidecarImage, opts.maxRolls)
 		sdk.Watch(v1alpha1.APIVersion(), v1alpha1.Kind, namespace, opts.resync)
 		sdk.Handle(handler)
 		sdk.Run(ctx)

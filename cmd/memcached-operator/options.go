@@ -26,6 +26,7 @@ type options struct {
 	// maxRolls is --max-concurrent-rolls, parsed by validate.
 	maxRolls       string
 	maxRollsParsed intstr.IntOrString
+	sidecarImage   string
 	kubeAPIQPS     float64
 	kubeAPIBurst   int
 	metricsAddr    string
@@ -66,6 +67,11 @@ func parseOptions(args []string, getenv func(string) string, output io.Writer) (
 	fs.StringVar(&o.logLevel, "log-level", "info", "Log level: panic, fatal, error, warning, info, debug or trace.")
 	fs.StringVar(&o.memcachedImage, "memcached-image", image, "Image of the memcached containers of every Memcached without spec.image (env MEMCACHED_IMAGE). A change, like an operator upgrade that changes the pod template, rolls all of them, one pod at a time each and at most --max-concurrent-rolls resources at once.")
 	fs.StringVar(&o.maxRolls, "max-concurrent-rolls", stub.DefaultMaxConcurrentRolls, "How many Memcacheds at most roll at once because the operator's pod template changed (a new --memcached-image or operator version): a number, at least 1, or a percentage of all Memcacheds, rounded up. The next starts once one of them has only Ready pods of the new template. Rolls that a resource's own spec change asks for, and new resources, never wait.")
+	sidecar := getenv("SIDECAR_IMAGE")
+	if sidecar == "" {
+		sidecar = stub.DefaultSidecarImage
+	}
+	fs.StringVar(&o.sidecarImage, "sidecar-image", sidecar, "Image of the sidecar that refreshes certificates and serves metrics in the pods of Memcacheds with spec.tls or spec.monitoring (env SIDECAR_IMAGE). A change rolls those pods like a change of --memcached-image, paced by --max-concurrent-rolls.")
 	fs.Float64Var(&o.kubeAPIQPS, "kube-api-qps", 50, "Sustained requests per second to the API server from the reconcile.")
 	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", 100, "Burst of requests to the API server from the reconcile.")
 	fs.IntVar(&o.workers, "workers", 4, "How many Memcached resources are reconciled at once; one resource is never reconciled by two workers.")
@@ -114,6 +120,9 @@ func (o *options) validate() error {
 		return fmt.Errorf("--max-concurrent-rolls=%v", err)
 	}
 	o.maxRollsParsed = rolls
+	if o.sidecarImage == "" {
+		return fmt.Errorf("--sidecar-image must not be empty")
+	}
 	if o.childBatch < 0 {
 		return fmt.Errorf("--child-updates-batch-period=%v must not be negative", o.childBatch)
 	}

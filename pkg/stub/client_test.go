@@ -306,7 +306,7 @@ func TestCachedClientForgetsAChildTheCacheSawGo(t *testing.T) {
 		c.deployments.forget("test/example")
 		return ownedDeployment(m, 1)
 	})
-	manifest, err := deploymentManifest(newDeploymentForMemcached(m, testImage))
+	manifest, err := deploymentManifest(newDeploymentForMemcached(m, testImage, testSidecarImage))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,16 +58,18 @@ const queueName = "memcached-reconcile"
 // on every attempt, such as a webhook's connection error, which every
 // attempt writes, still waits for its backoff.
 type Handler struct {
-	client     Client
-	recorder   record.EventRecorder
-	image      string
-	now        func() metav1.Time
-	queue      workqueue.RateLimitingInterface
-	memcacheds *memcachedStore
-	templates  *templateHashes
-	progress   *progressReports
-	rolls      *rollPacer
-	api        *apiMonitor
+	client   Client
+	recorder record.EventRecorder
+	image    string
+	// sidecarImage runs beside memcached when a Memcached has TLS or monitoring.
+	sidecarImage string
+	now          func() metav1.Time
+	queue        workqueue.RateLimitingInterface
+	memcacheds   *memcachedStore
+	templates    *templateHashes
+	progress     *progressReports
+	rolls        *rollPacer
+	api          *apiMonitor
 	// batch delays the reconciles that children's changes ask for.
 	batch time.Duration
 	// policy bounds what a Memcached may ask of its pods.
@@ -100,17 +102,25 @@ func IsStale(err error) bool {
 // Events with recorder and runs image in new memcached Deployments.
 func NewHandler(client Client, recorder record.EventRecorder, image string) *Handler {
 	return &Handler{
-		client:     client,
-		recorder:   recorder,
-		image:      image,
-		now:        metav1.Now,
-		queue:      workqueue.NewNamedRateLimitingQueue(workqueue.DefaultControllerRateLimiter(), queueName),
-		memcacheds: newMemcachedStore(),
-		templates:  newTemplateHashes(),
-		progress:   newProgressReports(0),
-		rolls:      newRollPacer(intstr.Parse(DefaultMaxConcurrentRolls)),
-		api:        &apiMonitor{served: client.MemcachedAPIServed, interval: apiCheckInterval, grace: apiCheckGrace},
+		client:       client,
+		recorder:     recorder,
+		image:        image,
+		sidecarImage: DefaultSidecarImage,
+		now:          metav1.Now,
+		queue:        workqueue.NewNamedRateLimitingQueue(workqueue.DefaultControllerRateLimiter(), queueName),
+		memcacheds:   newMemcachedStore(),
+		templates:    newTemplateHashes(),
+		progress:     newProgressReports(0),
+		rolls:        newRollPacer(intstr.Parse(DefaultMaxConcurrentRolls)),
+		api:          &apiMonitor{served: client.MemcachedAPIServed, interval: apiCheckInterval, grace: apiCheckGrace},
 	}
+}
+
+// UseSidecarImage makes h run image as the sidecar of memcached pods with
+// TLS or monitoring, instead of DefaultSidecarImage. Call it before h
+// handles any event.
+func (h *Handler) UseSidecarImage(image string) {
+	h.sidecarImage = image
 }
 
 // Handle takes an SDK event: it keeps the event's Memcached as the latest

@@ -183,7 +183,7 @@ func TestCRDHasTheSameRules(t *testing.T) {
 	}
 	for _, message := range []string{
 		msgThreads, msgProtocol, msgConnLimit, msgItemSize, msgHashpower, msgItemSizeFits, msgHashpowerThreads, msgConnsPerThread,
-		msgTolerationKeyless, msgTolerationSeconds, msgTolerationExistsValue,
+		msgTolerationKeyless, msgTolerationSeconds, msgTolerationExistsValue, msgAuthProtocol,
 	} {
 		if want := `message: "` + message + `"`; !strings.Contains(string(crd), want) {
 			t.Errorf("deploy/crd.yaml has no rule with %s", want)
@@ -233,7 +233,7 @@ func TestSpecFieldsReachThePodTemplate(t *testing.T) {
 	m.Spec.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "cache", Effect: corev1.TaintEffectNoSchedule}}
 	m.Spec.PriorityClassName = "high"
 
-	spec := newDeploymentForMemcached(m, testImage).Spec.Template.Spec
+	spec := newDeploymentForMemcached(m, testImage, testSidecarImage).Spec.Template.Spec
 
 	c := spec.Containers[0]
 	if c.Image != m.Spec.Image {
@@ -258,7 +258,7 @@ func TestSpecFieldsReachThePodTemplate(t *testing.T) {
 }
 
 func TestDeploymentStrategyRollsOnePodAtATime(t *testing.T) {
-	s := newDeploymentForMemcached(newMemcached("example", 3), testImage).Spec.Strategy
+	s := newDeploymentForMemcached(newMemcached("example", 3), testImage, testSidecarImage).Spec.Strategy
 	if s.RollingUpdate == nil || *s.RollingUpdate.MaxSurge != intstr.FromInt(1) || *s.RollingUpdate.MaxUnavailable != intstr.FromInt(0) {
 		t.Errorf("strategy: got %+v, want a rolling update with maxSurge 1 and maxUnavailable 0", s)
 	}
@@ -267,7 +267,7 @@ func TestDeploymentStrategyRollsOnePodAtATime(t *testing.T) {
 // manifestHash returns the template hash deploymentManifest gives m.
 func manifestHash(t *testing.T, m *v1alpha1.Memcached, image string) string {
 	t.Helper()
-	u, err := deploymentManifest(newDeploymentForMemcached(m, image))
+	u, err := deploymentManifest(newDeploymentForMemcached(m, image, testSidecarImage))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +318,7 @@ func TestTemplateHashFollowsThePodTemplateOnly(t *testing.T) {
 
 func TestDeploymentManifestAddsModernPodFields(t *testing.T) {
 	m := newMemcached("example", 2)
-	u, err := deploymentManifest(newDeploymentForMemcached(m, testImage))
+	u, err := deploymentManifest(newDeploymentForMemcached(m, testImage, testSidecarImage))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,7 +342,7 @@ func TestDeploymentManifestAddsModernPodFields(t *testing.T) {
 
 func TestTemplatePatchSetsTemplateAndStrategyWhole(t *testing.T) {
 	m := newMemcached("example", 2)
-	u, err := deploymentManifest(newDeploymentForMemcached(m, testImage))
+	u, err := deploymentManifest(newDeploymentForMemcached(m, testImage, testSidecarImage))
 	if err != nil {
 		t.Fatal(err)
 	}

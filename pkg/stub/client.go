@@ -86,11 +86,29 @@ type CachedClient struct {
 	pods        cache.SharedIndexInformer
 }
 
+// Clients are the API clients of a CachedClient. The reconcile's requests
+// go through Kube, Memcacheds, PodDisruptionBudgets and Discovery, which
+// should each have a request timeout, so that a request that the API server
+// or the network leaves unanswered fails and is retried instead of holding a
+// worker. The caches list and watch through CacheKube and
+// CachePodDisruptionBudgets, the same APIs without a timeout: client-go
+// 1.11 applies a client's timeout to watches too, and would cut every watch,
+// and so relist every cache, that often.
+type Clients struct {
+	// Kube and CacheKube may speak protobuf.
+	Kube, CacheKube kubernetes.Interface
+	// Memcacheds is from NewMemcachedRESTClient.
+	Memcacheds rest.Interface
+	// PodDisruptionBudgets and CachePodDisruptionBudgets are from
+	// NewPodDisruptionBudgetRESTClient.
+	PodDisruptionBudgets, CachePodDisruptionBudgets rest.Interface
+	Discovery                                       discovery.ServerResourcesInterface
+}
+
 // NewCachedClient returns a CachedClient for namespace. Its caches hold only
-// objects labelled app=memcached; Start fills them. kube may speak
-// protobuf; memcacheds, from NewMemcachedRESTClient, pdbs, from
-// NewPodDisruptionBudgetRESTClient, and disco speak JSON.
-func NewCachedClient(kube kubernetes.Interface, memcacheds, pdbs rest.Interface, disco discovery.ServerResourcesInterface, namespace string) *CachedClient {
+// objects labelled app=memcached; Start fills them.
+func NewCachedClient(clients Clients, namespace string) *CachedClient {
+	kube, pdbs := clients.CacheKube, clients.CachePodDisruptionBudgets
 	deployments := kube.AppsV1().Deployments(namespace)
 	services := kube.CoreV1().Services(namespace)
 	pdbList := func(o metav1.ListOptions) (runtime.Object, error) {
@@ -105,15 +123,15 @@ func NewCachedClient(kube kubernetes.Interface, memcacheds, pdbs rest.Interface,
 			VersionedParams(&o, policyParameterCodec).Watch()
 	}
 	return &CachedClient{
-		memcacheds: memcacheds,
-		discovery:  disco,
-		deployments: newChildren(kube.AppsV1().RESTClient(), deploymentResource,
+		memcacheds: clients.Memcacheds,
+		discovery:  clients.Discovery,
+		deployments: newChildren(clients.Kube.AppsV1().RESTClient(), deploymentResource,
 			func(o metav1.ListOptions) (runtime.Object, error) { return deployments.List(o) }, deployments.Watch,
 			func() *appsv1.Deployment { return &appsv1.Deployment{} }, trimDeployment),
-		services: newChildren(kube.CoreV1().RESTClient(), serviceResource,
+		services: newChildren(clients.Kube.CoreV1().RESTClient(), serviceResource,
 			func(o metav1.ListOptions) (runtime.Object, error) { return services.List(o) }, services.Watch,
 			func() *corev1.Service { return &corev1.Service{} }, trimService),
-		pdbs: newChildren(pdbs, pdbResource, pdbList, pdbWatch,
+		pdbs: newChildren(clients.PodDisruptionBudgets, pdbResource, pdbList, pdbWatch,
 			func() *policyv1beta1.PodDisruptionBudget { return &policyv1beta1.PodDisruptionBudget{} }, trimPodDisruptionBudget),
 		pods: newPodInformer(kube, namespace, ManagedSelector),
 	}

@@ -81,7 +81,11 @@ func newTestCachedClient(t *testing.T, cached []runtime.Object, respond func(r a
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := NewCachedClient(kube, nil, pdbs, kube.Discovery(), "test")
+	c := NewCachedClient(Clients{
+		Kube: kube, CacheKube: kube,
+		PodDisruptionBudgets: pdbs, CachePodDisruptionBudgets: pdbs,
+		Discovery: kube.Discovery(),
+	}, "test")
 	for _, obj := range cached {
 		var err error
 		switch o := obj.(type) {

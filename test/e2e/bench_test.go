@@ -414,7 +414,7 @@ func report(b *testing.B, r benchResult, file string) {
 	lines := []string{
 		fmt.Sprintf("N=%d resources of size %d, %d fake nodes", r.N, r.Size, benchNodes(r.N, r.Size)),
 		ratioLine(r, verdict),
-		fmt.Sprintf("kubectl apply         floor %.1f s, operator %.1f s; converged %.1f s and %.1f s after their apply", r.FloorApplySeconds, r.OperatorApplySeconds, r.FloorSeconds-r.FloorApplySeconds, r.OperatorSeconds-r.OperatorApplySeconds),
+		applyLine(r),
 		"control plane CPU     floor " + cpuLine(r.ControlPlaneCPU["floor"]),
 		"                      operator " + cpuLine(r.ControlPlaneCPU["operator"]),
 		"control plane writes  per resource, floor " + writesLine(r.ControlPlaneWrites["floor"]),
@@ -455,6 +455,15 @@ func ratioLine(r benchResult, verdict func(bool) string) string {
 		return fmt.Sprintf("ratio                 not measured: BENCH_FLOOR=0 left the floor out (operator %.1f s)", r.OperatorSeconds)
 	}
 	return fmt.Sprintf("ratio                 %.2f (operator %.1f s / floor %.1f s); target <= %.2f: %s", r.Ratio, r.OperatorSeconds, r.FloorSeconds, targetRatio, verdict(r.Ratio <= targetRatio))
+}
+
+// applyLine prints how long each phase's kubectl apply took, and how long
+// convergence took after it.
+func applyLine(r benchResult) string {
+	if r.FloorSeconds == 0 {
+		return fmt.Sprintf("kubectl apply         operator %.1f s; converged %.1f s after it", r.OperatorApplySeconds, r.OperatorSeconds-r.OperatorApplySeconds)
+	}
+	return fmt.Sprintf("kubectl apply         floor %.1f s, operator %.1f s; converged %.1f s and %.1f s after their apply", r.FloorApplySeconds, r.OperatorApplySeconds, r.FloorSeconds-r.FloorApplySeconds, r.OperatorSeconds-r.OperatorApplySeconds)
 }
 
 // statusLatency creates one more Memcached of size pods in ns and returns the

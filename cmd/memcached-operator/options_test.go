@@ -26,7 +26,7 @@ func TestParseOptions(t *testing.T) {
 					o.memcachedImage == stub.DefaultImage && o.kubeAPIQPS == 50 && o.kubeAPIBurst == 100 &&
 					o.metricsAddr == "" && !o.leaderElect && o.identity == "" &&
 					o.leaseDuration == 12*time.Second && o.renewDeadline == 8*time.Second && o.retryPeriod == time.Second &&
-					o.progressEvery == 5*time.Second && o.maxRollsParsed == intstr.FromString("10%") &&
+					o.progressEvery == 5*time.Second && o.maxRollsParsed == intstr.FromString("10%") && o.kubeAPITimeout == 15*time.Second &&
 					o.policy.ImagePrefixes == nil && o.policy.PriorityClasses == nil && !o.policy.ForbidKeylessTolerations
 			},
 		},
@@ -51,6 +51,8 @@ func TestParseOptions(t *testing.T) {
 		{name: "sidecar flag beats env", args: []string{"--sidecar-image=a:1"}, env: map[string]string{"SIDECAR_IMAGE": "b:2"}, check: func(o *options) bool { return o.sidecarImage == "a:1" }},
 		{name: "empty sidecar image", args: []string{"--sidecar-image="}, wantErr: "--sidecar-image must not be empty"},
 		{name: "zero qps", args: []string{"--kube-api-qps=0"}, wantErr: "must be positive"},
+		{name: "request timeout", args: []string{"--kube-api-timeout=3s"}, check: func(o *options) bool { return o.kubeAPITimeout == 3*time.Second }},
+		{name: "no request timeout is refused", args: []string{"--kube-api-timeout=0"}, wantErr: "--kube-api-timeout=0s must be at least 1s"},
 		{name: "every progress written", args: []string{"--progress-status-interval=0"}, check: func(o *options) bool { return o.progressEvery == 0 }},
 		{name: "negative progress interval", args: []string{"--progress-status-interval=-1s"}, wantErr: "must not be negative"},
 		{name: "metrics address", args: []string{"--metrics-addr=:8080"}, check: func(o *options) bool { return o.metricsAddr == ":8080" }},

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -288,9 +289,10 @@ func manifestTemplateHash(manifest *unstructured.Unstructured) string {
 }
 
 // templatePatch is a JSON patch that sets the pod template and the strategy
-// of the Deployment to those of manifest, whole: fields the desired
-// template leaves out, such as a nodeSelector removed from the spec, go too.
-func templatePatch(manifest *unstructured.Unstructured) ([]byte, error) {
+// of the Deployment with UID uid to those of manifest, whole: fields the
+// desired template leaves out, such as a nodeSelector removed from the
+// spec, go too.
+func templatePatch(uid types.UID, manifest *unstructured.Unstructured) ([]byte, error) {
 	template, _, err := unstructured.NestedMap(manifest.Object, "spec", "template")
 	if err != nil {
 		return nil, err
@@ -299,7 +301,7 @@ func templatePatch(manifest *unstructured.Unstructured) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return jsonPatchSet(map[string]interface{}{
+	return jsonPatchSet(uid, map[string]interface{}{
 		"/spec/template": template,
 		"/spec/strategy": strategy,
 	})

@@ -92,10 +92,11 @@ func (h *Handler) ObserveReconciles(observe ReconcileObserver) {
 }
 
 // IsStale reports whether err, returned by a reconcile, only says that a
-// write lost a race with a newer version of the object: nothing failed,
-// and the reconcile runs again on the newer version.
+// write lost a race with a newer version of the object, or with a child's
+// replacement (errReplaced): nothing failed, and the reconcile runs again
+// on the newer version.
 func IsStale(err error) bool {
-	return errors.Is(err, errStale)
+	return errors.Is(err, errStale) || errors.Is(err, errReplaced)
 }
 
 // NewHandler returns a Handler that reads and writes through client, records
@@ -234,7 +235,7 @@ func (h *Handler) handleResult(key string, err error) {
 	case h.queue.NumRequeues(key) >= maxRetries:
 		logrus.Warnf("dropping memcached %s out of the queue: %v", key, err)
 		h.queue.Forget(key)
-	case errors.Is(err, errStale):
+	case IsStale(err):
 		logrus.Debugf("retrying memcached %s: %v", key, err)
 		h.queue.AddRateLimited(key)
 	default:

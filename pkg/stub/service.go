@@ -84,15 +84,15 @@ func (h *Handler) ensureService(m *v1alpha1.Memcached) *failure {
 	if reflect.DeepEqual(s.Spec.Selector, want.Spec.Selector) && portsEqual(s.Spec.Ports, want.Spec.Ports) {
 		return nil
 	}
-	patch, err := jsonPatchSet(map[string]interface{}{
+	patch, err := jsonPatchSet(s.UID, map[string]interface{}{
 		"/spec/selector": want.Spec.Selector,
 		"/spec/ports":    want.Spec.Ports,
 	})
 	if err == nil {
-		err = h.client.PatchService(s.Namespace, s.Name, patch)
+		err = h.client.PatchService(s.Namespace, s.Name, s.UID, patch)
 	}
 	if err != nil {
-		return newFailure(ReasonServiceUpdateFailed, "failed to restore the selector and ports of service %s/%s: %v", s.Namespace, s.Name, err)
+		return newFailure(ReasonServiceUpdateFailed, "failed to restore the selector and ports of service %s/%s: %w", s.Namespace, s.Name, err)
 	}
 	h.recorder.Eventf(m, corev1.EventTypeNormal, ReasonServiceUpdated, "Restored the selector and ports of service %s", s.Name)
 	return nil

@@ -120,6 +120,7 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context) error)
 	led := make(chan error, 1)
 	watching, stopWatching := context.WithCancel(context.Background())
 	defer stopWatching()
+	go lock.followChanges(watching)
 	// stopping, once set, keeps a Lease acquired after ctx is done from
 	// starting lead.
 	var mu sync.Mutex

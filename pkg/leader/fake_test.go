@@ -1,6 +1,7 @@
 package leader
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -30,10 +31,12 @@ type fakeAPI struct {
 	leases map[string]map[string]interface{}
 	rv     int
 	writes int
+	// watchers receive every change as a watch event line.
+	watchers map[chan []byte]bool
 }
 
 func newFakeAPI() *fakeAPI {
-	return &fakeAPI{leases: map[string]map[string]interface{}{}}
+	return &fakeAPI{leases: map[string]map[string]interface{}{}, watchers: map[chan []byte]bool{}}
 }
 
 // lease returns a copy of the stored Lease name, or nil.
@@ -54,7 +57,10 @@ func (a *fakeAPI) lease(name string) map[string]interface{} {
 func (a *fakeAPI) remove(name string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	delete(a.leases, name)
+	if obj, ok := a.leases[name]; ok {
+		delete(a.leases, name)
+		a.notify("DELETED", obj)
+	}
 }
 
 // setHolder writes holder into Lease name's spec, as `kubectl edit` would.
@@ -65,6 +71,7 @@ func (a *fakeAPI) setHolder(name, holder string) {
 	obj := a.leases[name]
 	obj["spec"].(map[string]interface{})["holderIdentity"] = holder
 	obj["metadata"].(map[string]interface{})["resourceVersion"] = strconv.Itoa(a.rv)
+	a.notify("MODIFIED", obj)
 }
 
 // put stores obj as Lease name, as another client would.
@@ -74,9 +81,65 @@ func (a *fakeAPI) put(name string, obj map[string]interface{}) {
 	a.rv++
 	obj["metadata"].(map[string]interface{})["resourceVersion"] = strconv.Itoa(a.rv)
 	a.leases[name] = obj
+	a.notify("MODIFIED", obj)
+}
+
+// notify sends a watch event of typ about obj to every watcher; a.mu is
+// held. A watcher too slow for its buffer fails the watch, as the API
+// server ends a watch that falls behind.
+func (a *fakeAPI) notify(typ string, obj map[string]interface{}) {
+	line, err := json.Marshal(map[string]interface{}{"type": typ, "object": obj})
+	if err != nil {
+		panic(err)
+	}
+	// Every watcher writes the same line, so it is complete before it is shared.
+	line = append(line, '\n')
+	for ch := range a.watchers {
+		select {
+		case ch <- line:
+		default:
+			close(ch)
+			delete(a.watchers, ch)
+		}
+	}
+}
+
+// serveWatch streams the changes of the Leases, as a watch of the API
+// server does, until the client or the test goes away.
+func (a *fakeAPI) serveWatch(w http.ResponseWriter, r *http.Request) {
+	events := make(chan []byte, 64)
+	a.mu.Lock()
+	a.watchers[events] = true
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if a.watchers[events] {
+			delete(a.watchers, events)
+		}
+	}()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	w.(http.Flusher).Flush()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case line, ok := <-events:
+			if !ok {
+				return
+			}
+			_, _ = w.Write(line)
+			w.(http.Flusher).Flush()
+		}
+	}
 }
 
 func (a *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && r.URL.Path == leasesPath && r.URL.Query().Get("watch") == "true" {
+		a.serveWatch(w, r)
+		return
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	name := strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, leasesPath), "/")
@@ -111,6 +174,7 @@ func (a *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		meta["resourceVersion"] = strconv.Itoa(a.rv)
 		meta["uid"] = "uid-" + name
 		a.leases[name] = body
+		a.notify("ADDED", body)
 		writeJSON(w, http.StatusCreated, body)
 	case r.Method == http.MethodPut && name != "":
 		old, ok := a.leases[name]
@@ -127,6 +191,7 @@ func (a *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.writes++
 		meta["resourceVersion"] = strconv.Itoa(a.rv)
 		a.leases[name] = body
+		a.notify("MODIFIED", body)
 		writeJSON(w, http.StatusOK, body)
 	default:
 		writeStatus(w, http.StatusMethodNotAllowed, "MethodNotAllowed", r.Method+" "+r.URL.Path)
@@ -177,7 +242,17 @@ func newFront(t *testing.T, api http.Handler) *front {
 			writeStatus(w, http.StatusForbidden, "Forbidden", `leases.coordination.k8s.io is forbidden: User "system:serviceaccount:ns:x" cannot get resource "leases"`)
 			return
 		}
-		api.ServeHTTP(w, r)
+		// A watch lasts until the test ends, which must not wait for it.
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		go func() {
+			select {
+			case <-f.closing:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		api.ServeHTTP(w, r.WithContext(ctx))
 	}))
 	t.Cleanup(func() {
 		close(f.closing)

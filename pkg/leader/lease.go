@@ -11,17 +11,21 @@
 package leader
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
@@ -61,7 +65,13 @@ const ReasonLeaderElection = "LeaderElection"
 // this process did not write itself:
 //   - no Lease reads as a record held by nobody, stamped with when this lock
 //     first found it missing, so that a deleted Lease is taken (created
-//     again) only after LeaseDuration, like an expired one;
+//     again) only after LeaseDuration, like an expired one. Reads a
+//     RetryPeriod apart cannot see a Lease created and deleted between
+//     them, say by a candidate that took it after a new installation's wait
+//     and a `kubectl delete lease` a moment later; the stamp would then be
+//     old and the Lease taken at once, while that leader has not noticed
+//     the delete yet. So the stamp is renewed whenever the watch of
+//     followChanges reported a change since, and while no watch is open;
 //   - a Lease that names this candidate but that this process did not write
 //     reads as held by someone else, except at this process's first read:
 //     then it is taken to be the Lease of an earlier container of the same
@@ -117,6 +127,11 @@ type LeaseLock struct {
 	renewedAt time.Time
 	// lostReason says why lost was closed.
 	lostReason string
+	// watching is set while a watch on the Lease is open (see
+	// followChanges), and changedAt is when it last reported a change, or
+	// opened or closed.
+	watching  bool
+	changedAt time.Time
 	// closed, once set, fails every later Get, Create and Update. It is
 	// guarded by mu, not ops, so that closing never waits for a request
 	// that hangs.
@@ -182,7 +197,7 @@ func (l *LeaseLock) Get() (*resourcelock.LeaderElectionRecord, error) {
 			l.lose("the lease was deleted")
 		}
 		l.lease, l.read = nil, true
-		if l.missingSince.IsZero() {
+		if l.missingSince.IsZero() || l.changedSince(l.missingSince) {
 			l.missingSince = time.Now()
 		}
 		return &resourcelock.LeaderElectionRecord{RenewTime: metav1.NewTime(l.missingSince)}, nil
@@ -513,4 +528,68 @@ func setRecord(lease *unstructured.Unstructured, rec resourcelock.LeaderElection
 		merged[k] = v
 	}
 	return unstructured.SetNestedMap(lease.Object, merged, "spec")
+}
+
+// watchRetry is how long followChanges waits before it opens a watch again
+// after one failed or ended.
+const watchRetry = time.Second
+
+// followChanges keeps a watch open on the Lease until ctx is done, noting
+// when it reports a change (see changedSince). The API server ends watches
+// every few minutes; a new one is opened at once, and after a failure, such
+// as an API server outage, after watchRetry.
+func (l *LeaseLock) followChanges(ctx context.Context) {
+	opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", l.name).String()}
+	failing := false
+	for ctx.Err() == nil {
+		w, err := l.client.Watch(opts)
+		if err == nil {
+			failing = false
+			l.noteChange(true)
+			l.drain(ctx, w)
+			l.noteChange(false)
+			continue
+		}
+		if !failing {
+			// Logged, not returned: nobody waits for this loop. Until a
+			// watch opens, a missing Lease is never taken.
+			logrus.Warnf("cannot watch lease %s (retrying every %v; until then a missing lease is not taken): %v", l.Describe(), watchRetry, err)
+			failing = true
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(watchRetry):
+		}
+	}
+}
+
+// drain notes every event of w until w ends or ctx is done.
+func (l *LeaseLock) drain(ctx context.Context, w watch.Interface) {
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-w.ResultChan():
+			if !ok {
+				return
+			}
+			l.noteChange(true)
+		}
+	}
+}
+
+func (l *LeaseLock) noteChange(watching bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.watching, l.changedAt = watching, time.Now()
+}
+
+// changedSince reports whether the Lease may have changed since t: a watch
+// reported a change, or opened or closed, at t or later, or no watch is
+// open, so that nothing would have been reported.
+func (l *LeaseLock) changedSince(t time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.watching || !l.changedAt.Before(t)
 }

@@ -1,6 +1,7 @@
 package leader
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"strings"
@@ -242,6 +243,12 @@ func TestLeaseLockShowsTheElector(t *testing.T) {
 				t.Errorf("holder %q, want %q", got.HolderIdentity, tt.wantHolder)
 			}
 			if tt.stored == nil {
+				// With a watch open, the stamp holds while nothing changes.
+				watchChanges(t, lock)
+				got, err = lock.Get()
+				if err != nil {
+					t.Fatal(err)
+				}
 				again, err := lock.Get()
 				if err != nil || got.RenewTime.IsZero() || !reflect.DeepEqual(again, got) {
 					t.Errorf("a missing lease read %+v then %+v (%v); want the same record, stamped", got, again, err)
@@ -353,5 +360,70 @@ func TestLeaseLockRelease(t *testing.T) {
 				t.Errorf("%d writes after Release, want none", api.writes-writes)
 			}
 		})
+	}
+}
+
+// watchChanges has lock follow the Lease's changes until the test ends, and
+// returns once its watch is open.
+func watchChanges(t *testing.T, lock *LeaseLock) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go lock.followChanges(ctx)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		lock.mu.Lock()
+		watching := lock.watching
+		lock.mu.Unlock()
+		if watching {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the lock's watch on the lease did not open within 5s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestLeaseCreatedAndDeletedBetweenReadsRestartsTheClock: a standby that
+// found no Lease, then finds none again, must not count from its first read
+// when a Lease came and went in between (a leader took it and someone
+// deleted it): that leader may not have noticed the delete yet.
+func TestLeaseCreatedAndDeletedBetweenReadsRestartsTheClock(t *testing.T) {
+	api := newFakeAPI()
+	f := newFront(t, api)
+	standby := f.lock(t, "pod-b")
+	watchChanges(t, standby)
+	first, err := standby.Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := standby.Get()
+	if err != nil || !reflect.DeepEqual(again, first) {
+		t.Fatalf("a lease missing twice read %+v then %+v (%v); want the same stamp", first, again, err)
+	}
+
+	leader := f.lock(t, "pod-a")
+	if _, err := leader.Get(); err != nil {
+		t.Fatal(err)
+	}
+	if err := leader.Create(electionRecord("pod-a", time.Now(), 0)); err != nil {
+		t.Fatal(err)
+	}
+	api.remove(testLease)
+	deadline := time.Now().Add(5 * time.Second)
+	for !standby.changedSince(first.RenewTime.Time) {
+		if time.Now().After(deadline) {
+			t.Fatal("the standby's watch reported no change within 5s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+
+	after, err := standby.Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !after.RenewTime.After(first.RenewTime.Time) {
+		t.Errorf("after a lease came and went, the missing lease reads stamped %v, want later than the first read's %v", after.RenewTime, first.RenewTime)
 	}
 }

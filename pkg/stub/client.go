@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -66,6 +67,16 @@ type Client interface {
 	PatchPodDisruptionBudget(namespace, name string, uid types.UID, patch []byte) error
 	DeletePodDisruptionBudget(namespace, name string, uid types.UID) error
 
+	// ServiceMonitorsServed reports whether the API server serves the
+	// Prometheus Operator's ServiceMonitors, as discovery said at most
+	// serviceMonitorCheckInterval ago. The ServiceMonitor calls below go
+	// to the API server; no cache holds ServiceMonitors.
+	ServiceMonitorsServed() bool
+	ReadServiceMonitor(namespace, name string) (*unstructured.Unstructured, error)
+	CreateServiceMonitor(manifest *unstructured.Unstructured) (*unstructured.Unstructured, error)
+	PatchServiceMonitor(namespace, name string, uid types.UID, patch []byte) error
+	DeleteServiceMonitor(namespace, name string, uid types.UID) error
+
 	// ListPods returns the pods of the Memcached namespace/name, those with
 	// its labels (labelsForMemcached), which the caller must not modify.
 	ListPods(namespace, name string) ([]*corev1.Pod, error)
@@ -87,6 +98,10 @@ type CachedClient struct {
 	services    *children[*corev1.Service]
 	pdbs        *children[*policyv1beta1.PodDisruptionBudget]
 	pods        cache.SharedIndexInformer
+	// serviceMonitors is the ServiceMonitor API, used only while
+	// serviceMonitorsAPI says it is served.
+	serviceMonitors    dynamic.NamespaceableResourceInterface
+	serviceMonitorsAPI *servedCheck
 }
 
 // Clients are the API clients of a CachedClient. The reconcile's requests
@@ -106,6 +121,9 @@ type Clients struct {
 	// NewPodDisruptionBudgetRESTClient.
 	PodDisruptionBudgets, CachePodDisruptionBudgets rest.Interface
 	Discovery                                       discovery.ServerResourcesInterface
+	// Dynamic reaches the ServiceMonitors, which client-go 1.11 has no
+	// type for.
+	Dynamic dynamic.Interface
 }
 
 // NewCachedClient returns a CachedClient for namespace. Its caches hold only
@@ -136,7 +154,9 @@ func NewCachedClient(clients Clients, namespace string) *CachedClient {
 			func() *corev1.Service { return &corev1.Service{} }, trimService),
 		pdbs: newChildren(clients.PodDisruptionBudgets, pdbResource, pdbList, pdbWatch,
 			func() *policyv1beta1.PodDisruptionBudget { return &policyv1beta1.PodDisruptionBudget{} }, trimPodDisruptionBudget),
-		pods: newPodInformer(kube, namespace, ManagedSelector),
+		pods:               newPodInformer(kube, namespace, ManagedSelector),
+		serviceMonitors:    clients.Dynamic.Resource(serviceMonitorGVR),
+		serviceMonitorsAPI: newServedCheck(clients.Discovery, serviceMonitorGVR, serviceMonitorCheckInterval),
 	}
 }
 
@@ -383,6 +403,36 @@ func (c *CachedClient) PatchPodDisruptionBudget(namespace, name string, uid type
 // DeletePodDisruptionBudget deletes the PodDisruptionBudget while its UID is uid.
 func (c *CachedClient) DeletePodDisruptionBudget(namespace, name string, uid types.UID) error {
 	return c.pdbs.delete(namespace, name, uid)
+}
+
+// ServiceMonitorsServed asks discovery, at most once per
+// serviceMonitorCheckInterval, whether ServiceMonitors are served.
+func (c *CachedClient) ServiceMonitorsServed() bool {
+	return c.serviceMonitorsAPI.served()
+}
+
+// ReadServiceMonitor reads the ServiceMonitor from the API server.
+func (c *CachedClient) ReadServiceMonitor(namespace, name string) (*unstructured.Unstructured, error) {
+	return c.serviceMonitors.Namespace(namespace).Get(name, metav1.GetOptions{})
+}
+
+// CreateServiceMonitor creates the ServiceMonitor of manifest.
+func (c *CachedClient) CreateServiceMonitor(manifest *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	return c.serviceMonitors.Namespace(manifest.GetNamespace()).Create(manifest)
+}
+
+// PatchServiceMonitor applies a JSON patch that tests uid to the
+// ServiceMonitor. A failed test is reported as the API server refuses it:
+// unlike the cached children's, ServiceMonitors are read from the API
+// server right before, so a replacement is too unlikely to tell apart.
+func (c *CachedClient) PatchServiceMonitor(namespace, name string, uid types.UID, patch []byte) error {
+	_, err := c.serviceMonitors.Namespace(namespace).Patch(name, types.JSONPatchType, patch)
+	return err
+}
+
+// DeleteServiceMonitor deletes the ServiceMonitor while its UID is uid.
+func (c *CachedClient) DeleteServiceMonitor(namespace, name string, uid types.UID) error {
+	return c.serviceMonitors.Namespace(namespace).Delete(name, &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 }
 
 // ListPods reads the pod cache through its index of pods by Memcached, so

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
@@ -82,10 +83,15 @@ func newTestCachedClient(t *testing.T, cached []runtime.Object, respond func(r a
 	if err != nil {
 		t.Fatal(err)
 	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	c := NewCachedClient(Clients{
 		Kube: kube, CacheKube: kube,
 		PodDisruptionBudgets: pdbs, CachePodDisruptionBudgets: pdbs,
 		Discovery: kube.Discovery(),
+		Dynamic:   dyn,
 	}, "test")
 	for _, obj := range cached {
 		var err error

@@ -229,7 +229,7 @@ func newClients(cfg, cacheCfg *rest.Config) (stub.Clients, error) {
 	if c.Discovery, err = discovery.NewDiscoveryClientForConfig(cfg); err != nil {
 		return c, fmt.Errorf("failed to create discovery client: %v", err)
 	}
-	if c.Dynamic, err = dynamic.NewForConfig(cfg); err != nil {
+	if c.ServiceMonitors, err = stub.NewServiceMonitorRESTClient(cfg); err != nil {
 		return c, fmt.Errorf("failed to create the ServiceMonitor client: %v", err)
 	}
 	protobuf := func(cfg *rest.Config) *rest.Config {

@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -99,8 +98,9 @@ type CachedClient struct {
 	pdbs        *children[*policyv1beta1.PodDisruptionBudget]
 	pods        cache.SharedIndexInformer
 	// serviceMonitors is the ServiceMonitor API, used only while
-	// serviceMonitorsAPI says it is served.
-	serviceMonitors    dynamic.NamespaceableResourceInterface
+	// serviceMonitorsAPI says it is served. It has no cache: only its
+	// read, patch and delete are used, and createServiceMonitor.
+	serviceMonitors    *children[*unstructured.Unstructured]
 	serviceMonitorsAPI *servedCheck
 }
 
@@ -121,9 +121,8 @@ type Clients struct {
 	// NewPodDisruptionBudgetRESTClient.
 	PodDisruptionBudgets, CachePodDisruptionBudgets rest.Interface
 	Discovery                                       discovery.ServerResourcesInterface
-	// Dynamic reaches the ServiceMonitors, which client-go 1.11 has no
-	// type for.
-	Dynamic dynamic.Interface
+	// ServiceMonitors is from NewServiceMonitorRESTClient.
+	ServiceMonitors rest.Interface
 }
 
 // NewCachedClient returns a CachedClient for namespace. Its caches hold only
@@ -154,8 +153,11 @@ func NewCachedClient(clients Clients, namespace string) *CachedClient {
 			func() *corev1.Service { return &corev1.Service{} }, trimService),
 		pdbs: newChildren(clients.PodDisruptionBudgets, pdbResource, pdbList, pdbWatch,
 			func() *policyv1beta1.PodDisruptionBudget { return &policyv1beta1.PodDisruptionBudget{} }, trimPodDisruptionBudget),
-		pods:               newPodInformer(kube, namespace, ManagedSelector),
-		serviceMonitors:    clients.Dynamic.Resource(serviceMonitorGVR),
+		pods: newPodInformer(kube, namespace, ManagedSelector),
+		serviceMonitors: &children[*unstructured.Unstructured]{
+			client: clients.ServiceMonitors, resource: serviceMonitorGVR.GroupResource(),
+			newObj: func() *unstructured.Unstructured { return &unstructured.Unstructured{} },
+		},
 		serviceMonitorsAPI: newServedCheck(clients.Discovery, serviceMonitorGVR, serviceMonitorCheckInterval),
 	}
 }
@@ -413,26 +415,30 @@ func (c *CachedClient) ServiceMonitorsServed() bool {
 
 // ReadServiceMonitor reads the ServiceMonitor from the API server.
 func (c *CachedClient) ReadServiceMonitor(namespace, name string) (*unstructured.Unstructured, error) {
-	return c.serviceMonitors.Namespace(namespace).Get(name, metav1.GetOptions{})
+	return c.serviceMonitors.read(namespace, name)
 }
 
-// CreateServiceMonitor creates the ServiceMonitor of manifest.
+// CreateServiceMonitor creates the ServiceMonitor of manifest. Unlike
+// children.create it remembers nothing: no cache would make it forget.
 func (c *CachedClient) CreateServiceMonitor(manifest *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	return c.serviceMonitors.Namespace(manifest.GetNamespace()).Create(manifest)
+	body, err := manifest.MarshalJSON()
+	if err != nil {
+		return nil, fmt.Errorf("failed to encode servicemonitor %s/%s: %v", manifest.GetNamespace(), manifest.GetName(), err)
+	}
+	created := &unstructured.Unstructured{}
+	err = c.serviceMonitors.client.Post().Namespace(manifest.GetNamespace()).Resource(serviceMonitorGVR.Resource).
+		SetHeader("Content-Type", runtime.ContentTypeJSON).Body(body).Do().Into(created)
+	return created, err
 }
 
-// PatchServiceMonitor applies a JSON patch that tests uid to the
-// ServiceMonitor. A failed test is reported as the API server refuses it:
-// unlike the cached children's, ServiceMonitors are read from the API
-// server right before, so a replacement is too unlikely to tell apart.
+// PatchServiceMonitor applies a JSON patch that tests uid to the ServiceMonitor.
 func (c *CachedClient) PatchServiceMonitor(namespace, name string, uid types.UID, patch []byte) error {
-	_, err := c.serviceMonitors.Namespace(namespace).Patch(name, types.JSONPatchType, patch)
-	return err
+	return c.serviceMonitors.patch(namespace, name, uid, patch)
 }
 
 // DeleteServiceMonitor deletes the ServiceMonitor while its UID is uid.
 func (c *CachedClient) DeleteServiceMonitor(namespace, name string, uid types.UID) error {
-	return c.serviceMonitors.Namespace(namespace).Delete(name, &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	return c.serviceMonitors.delete(namespace, name, uid)
 }
 
 // ListPods reads the pod cache through its index of pods by Memcached, so

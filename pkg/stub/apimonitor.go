@@ -160,3 +160,10 @@ func (c *servedCheck) served() bool {
 	c.isServed = served
 	return served
 }
+
+// expire makes the next served ask discovery.
+func (c *servedCheck) expire() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.checked = time.Time{}
+}

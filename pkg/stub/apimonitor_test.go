@@ -119,6 +119,7 @@ func TestServedCheckAsksDiscoveryOncePerInterval(t *testing.T) {
 	steps := []struct {
 		name      string
 		at        time.Duration
+		expire    bool
 		want      bool
 		wantCalls int
 	}{
@@ -128,12 +129,14 @@ func TestServedCheckAsksDiscoveryOncePerInterval(t *testing.T) {
 		{name: "a discovery error keeps the last answer", at: 2 * time.Minute, want: true, wantCalls: 3},
 		{name: "and is not asked again at once", at: 2*time.Minute + time.Second, want: true, wantCalls: 3},
 		{name: "the group serves other resources only", at: 3 * time.Minute, want: false, wantCalls: 4},
+		{name: "expired, it asks at once", at: 3*time.Minute + time.Second, expire: true, want: true, wantCalls: 5},
 	}
 	d := &fakeResources{answers: []discoveryAnswer{
 		{err: apierrors.NewNotFound(schema.GroupResource{}, "")},
 		{list: withMonitors},
 		{err: apierrors.NewServiceUnavailable("etcd is away")},
 		{list: withoutMonitors},
+		{list: withMonitors},
 	}}
 	start := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	var now time.Time
@@ -141,6 +144,9 @@ func TestServedCheckAsksDiscoveryOncePerInterval(t *testing.T) {
 	c.now = func() time.Time { return now }
 	for _, s := range steps {
 		now = start.Add(s.at)
+		if s.expire {
+			c.expire()
+		}
 		if got := c.served(); got != s.want || d.calls != s.wantCalls {
 			t.Errorf("%s: got served %t after %d discovery calls, want %t after %d", s.name, got, d.calls, s.want, s.wantCalls)
 		}

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1beta1 "k8s.io/api/policy/v1beta1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -98,8 +99,9 @@ type CachedClient struct {
 	pdbs        *children[*policyv1beta1.PodDisruptionBudget]
 	pods        cache.SharedIndexInformer
 	// serviceMonitors is the ServiceMonitor API, used only while
-	// serviceMonitorsAPI says it is served. It has no cache: only its
-	// read, patch and delete are used, and createServiceMonitor.
+	// serviceMonitorsAPI says it is served. It has no informer, so only
+	// its read, patch and delete are used; CreateServiceMonitor posts
+	// itself.
 	serviceMonitors    *children[*unstructured.Unstructured]
 	serviceMonitorsAPI *servedCheck
 }
@@ -419,7 +421,9 @@ func (c *CachedClient) ReadServiceMonitor(namespace, name string) (*unstructured
 }
 
 // CreateServiceMonitor creates the ServiceMonitor of manifest. Unlike
-// children.create it remembers nothing: no cache would make it forget.
+// children.create it remembers nothing: no cache would make it forget. A
+// NotFound says that the API went since discovery said it was served, so
+// the next ServiceMonitorsServed asks discovery again.
 func (c *CachedClient) CreateServiceMonitor(manifest *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	body, err := manifest.MarshalJSON()
 	if err != nil {
@@ -428,6 +432,9 @@ func (c *CachedClient) CreateServiceMonitor(manifest *unstructured.Unstructured)
 	created := &unstructured.Unstructured{}
 	err = c.serviceMonitors.client.Post().Namespace(manifest.GetNamespace()).Resource(serviceMonitorGVR.Resource).
 		SetHeader("Content-Type", runtime.ContentTypeJSON).Body(body).Do().Into(created)
+	if apierrors.IsNotFound(err) {
+		c.serviceMonitorsAPI.expire()
+	}
 	return created, err
 }
 

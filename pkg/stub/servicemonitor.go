@@ -5,6 +5,7 @@ import (
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -87,8 +88,20 @@ func (h *Handler) ensureServiceMonitor(m *v1alpha1.Memcached) *failure {
 	if err != nil {
 		return newFailure(ReasonServiceMonitorCreateFailed, "failed to build servicemonitor %s/%s: %v", m.Namespace, m.Name, err)
 	}
+	// get and read are both the API server's: a foreign ServiceMonitor
+	// costs a second GET, as ensureExists confirms what a cache shows.
+	gone := false
 	s, created, f := ensureExists(m, serviceMonitorChild, h.client.ReadServiceMonitor, h.client.ReadServiceMonitor,
-		func() (*unstructured.Unstructured, error) { return h.client.CreateServiceMonitor(want) })
+		func() (*unstructured.Unstructured, error) {
+			s, err := h.client.CreateServiceMonitor(want)
+			gone = apierrors.IsNotFound(err)
+			return s, err
+		})
+	if gone {
+		// The CRD went after discovery last said it was served: no error,
+		// and the client asks discovery again on the next call.
+		return nil
+	}
 	if f != nil {
 		return f
 	}

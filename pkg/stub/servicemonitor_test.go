@@ -85,6 +85,8 @@ func TestEnsuresTheServiceMonitor(t *testing.T) {
 		metricsPort bool
 		sm          *unstructured.Unstructured
 		failOn      string
+		// failWith is failOn's error, refused when nil.
+		failWith error
 		// wantActions are the ServiceMonitor calls and the Service's writes.
 		wantActions []string
 		wantErr     string
@@ -130,6 +132,12 @@ func TestEnsuresTheServiceMonitor(t *testing.T) {
 			wantErr:      "failed to create servicemonitor test/example",
 			wantEvents:   []string{"Warning " + ReasonServiceMonitorCreateFailed},
 			wantDegraded: ReasonServiceMonitorCreateFailed,
+		},
+		{
+			name: "no error when the CRD went since discovery said it was served", m: on, served: true, metricsPort: true,
+			failOn: "create servicemonitor", failWith: apierrors.NewNotFound(serviceMonitorGVR.GroupResource(), ""),
+			wantActions:  []string{"read servicemonitor test/example", "create servicemonitor test/example"},
+			wantDegraded: ReasonAsExpected,
 		},
 		{
 			name: "read refused", m: on, served: true, metricsPort: true, failOn: "read servicemonitor",
@@ -181,6 +189,9 @@ func TestEnsuresTheServiceMonitor(t *testing.T) {
 			f.client.serviceMonitorsServed = tt.served
 			if tt.failOn != "" {
 				f.client.failOn[tt.failOn] = refused
+				if tt.failWith != nil {
+					f.client.failOn[tt.failOn] = tt.failWith
+				}
 			}
 
 			err := f.handle(tt.m, false)

@@ -212,7 +212,8 @@ func run(opts *options) error {
 // newClients returns the reconcile's clients from cfg, and its caches' from
 // cacheCfg (see stub.Clients). Built-in types travel as protobuf, which
 // costs the operator and the API server far less CPU than JSON; the
-// Memcached, PodDisruptionBudget and discovery clients speak JSON.
+// Memcached, PodDisruptionBudget, ServiceMonitor and discovery clients
+// speak JSON.
 func newClients(cfg, cacheCfg *rest.Config) (stub.Clients, error) {
 	var c stub.Clients
 	var err error
@@ -227,6 +228,9 @@ func newClients(cfg, cacheCfg *rest.Config) (stub.Clients, error) {
 	}
 	if c.Discovery, err = discovery.NewDiscoveryClientForConfig(cfg); err != nil {
 		return c, fmt.Errorf("failed to create discovery client: %v", err)
+	}
+	if c.ServiceMonitors, err = stub.NewServiceMonitorRESTClient(cfg); err != nil {
+		return c, fmt.Errorf("failed to create the ServiceMonitor client: %v", err)
 	}
 	protobuf := func(cfg *rest.Config) *rest.Config {
 		cfg = rest.CopyConfig(cfg)

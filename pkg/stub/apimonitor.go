@@ -8,6 +8,8 @@ import (
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 )
 
 const (
@@ -97,4 +99,71 @@ func (m *apiMonitor) stop() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.running = false
+}
+
+// serviceMonitorCheckInterval is how long the operator trusts discovery's
+// answer on whether ServiceMonitors are served. A CustomResourceDefinition
+// installed later is noticed by the first reconcile after that, so a
+// Memcached with monitoring gets its ServiceMonitor by its next change or
+// resync (--resync); the check costs one discovery request per interval,
+// and none while no Memcached has monitoring.
+const serviceMonitorCheckInterval = time.Minute
+
+// servedCheck tells whether the API server serves an optional resource,
+// such as one of a CustomResourceDefinition that may be installed or
+// removed at any time, asking discovery at most once per interval.
+type servedCheck struct {
+	discovery discovery.ServerResourcesInterface
+	resource  schema.GroupVersionResource
+	interval  time.Duration
+	now       func() time.Time
+
+	mu       sync.Mutex
+	checked  time.Time
+	isServed bool
+}
+
+func newServedCheck(d discovery.ServerResourcesInterface, resource schema.GroupVersionResource, interval time.Duration) *servedCheck {
+	return &servedCheck{discovery: d, resource: resource, interval: interval, now: time.Now}
+}
+
+// served returns discovery's last answer, asking again once it is interval
+// old. A discovery error other than NotFound, which says the group version
+// is not served, keeps the last answer until the next check: a timeout
+// says nothing about the resource.
+func (c *servedCheck) served() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	if !c.checked.IsZero() && now.Sub(c.checked) < c.interval {
+		return c.isServed
+	}
+	c.checked = now
+	gv := c.resource.GroupVersion().String()
+	list, err := c.discovery.ServerResourcesForGroupVersion(gv)
+	served := false
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		logrus.Warnf("failed to discover whether %s %s are served, keeping the last answer (%t) for %v: %v", gv, c.resource.Resource, c.isServed, c.interval, err)
+		return c.isServed
+	default:
+		for _, r := range list.APIResources {
+			if r.Name == c.resource.Resource {
+				served = true
+			}
+		}
+	}
+	if served != c.isServed {
+		logrus.Infof("%s %s served: %t", gv, c.resource.Resource, served)
+	}
+	c.isServed = served
+	return served
+}
+
+// expire makes the next served ask discovery.
+func (c *servedCheck) expire() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.checked = time.Time{}
 }

@@ -211,3 +211,29 @@ func NewPodDisruptionBudgetRESTClient(cfg *rest.Config) (*rest.RESTClient, error
 	cfg.NegotiatedSerializer = serializer.DirectCodecFactory{CodecFactory: serializer.NewCodecFactory(policyScheme)}
 	return rest.RESTClientFor(cfg)
 }
+
+// monitoringScheme decodes the API server's errors for the ServiceMonitor
+// API; the objects themselves travel as unstructured JSON.
+var monitoringScheme = newMonitoringScheme()
+
+func newMonitoringScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	metav1.AddToGroupVersion(s, serviceMonitorGVR.GroupVersion())
+	return s
+}
+
+// NewServiceMonitorRESTClient returns a JSON REST client, from cfg, for the
+// Prometheus Operator's monitoring.coreos.com/v1 ServiceMonitors, which
+// client-go 1.11 has no type for. Its requests carry their Content-Type,
+// which the API server requires and client-go 1.11's dynamic client leaves
+// out of creates and deletes.
+func NewServiceMonitorRESTClient(cfg *rest.Config) (*rest.RESTClient, error) {
+	cfg = rest.CopyConfig(cfg)
+	gv := serviceMonitorGVR.GroupVersion()
+	cfg.GroupVersion = &gv
+	cfg.APIPath = "/apis"
+	cfg.ContentType = runtime.ContentTypeJSON
+	cfg.AcceptContentTypes = runtime.ContentTypeJSON
+	cfg.NegotiatedSerializer = serializer.DirectCodecFactory{CodecFactory: serializer.NewCodecFactory(monitoringScheme)}
+	return rest.RESTClientFor(cfg)
+}

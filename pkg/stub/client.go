@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1beta1 "k8s.io/api/policy/v1beta1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -66,6 +67,16 @@ type Client interface {
 	PatchPodDisruptionBudget(namespace, name string, uid types.UID, patch []byte) error
 	DeletePodDisruptionBudget(namespace, name string, uid types.UID) error
 
+	// ServiceMonitorsServed reports whether the API server serves the
+	// Prometheus Operator's ServiceMonitors, as discovery said at most
+	// serviceMonitorCheckInterval ago. The ServiceMonitor calls below go
+	// to the API server; no cache holds ServiceMonitors.
+	ServiceMonitorsServed() bool
+	ReadServiceMonitor(namespace, name string) (*unstructured.Unstructured, error)
+	CreateServiceMonitor(manifest *unstructured.Unstructured) (*unstructured.Unstructured, error)
+	PatchServiceMonitor(namespace, name string, uid types.UID, patch []byte) error
+	DeleteServiceMonitor(namespace, name string, uid types.UID) error
+
 	// ListPods returns the pods of the Memcached namespace/name, those with
 	// its labels (labelsForMemcached), which the caller must not modify.
 	ListPods(namespace, name string) ([]*corev1.Pod, error)
@@ -87,6 +98,12 @@ type CachedClient struct {
 	services    *children[*corev1.Service]
 	pdbs        *children[*policyv1beta1.PodDisruptionBudget]
 	pods        cache.SharedIndexInformer
+	// serviceMonitors is the ServiceMonitor API, used only while
+	// serviceMonitorsAPI says it is served. It has no informer, so only
+	// its read, patch and delete are used; CreateServiceMonitor posts
+	// itself.
+	serviceMonitors    *children[*unstructured.Unstructured]
+	serviceMonitorsAPI *servedCheck
 }
 
 // Clients are the API clients of a CachedClient. The reconcile's requests
@@ -106,6 +123,8 @@ type Clients struct {
 	// NewPodDisruptionBudgetRESTClient.
 	PodDisruptionBudgets, CachePodDisruptionBudgets rest.Interface
 	Discovery                                       discovery.ServerResourcesInterface
+	// ServiceMonitors is from NewServiceMonitorRESTClient.
+	ServiceMonitors rest.Interface
 }
 
 // NewCachedClient returns a CachedClient for namespace. Its caches hold only
@@ -137,6 +156,11 @@ func NewCachedClient(clients Clients, namespace string) *CachedClient {
 		pdbs: newChildren(clients.PodDisruptionBudgets, pdbResource, pdbList, pdbWatch,
 			func() *policyv1beta1.PodDisruptionBudget { return &policyv1beta1.PodDisruptionBudget{} }, trimPodDisruptionBudget),
 		pods: newPodInformer(kube, namespace, ManagedSelector),
+		serviceMonitors: &children[*unstructured.Unstructured]{
+			client: clients.ServiceMonitors, resource: serviceMonitorGVR.GroupResource(),
+			newObj: func() *unstructured.Unstructured { return &unstructured.Unstructured{} },
+		},
+		serviceMonitorsAPI: newServedCheck(clients.Discovery, serviceMonitorGVR, serviceMonitorCheckInterval),
 	}
 }
 
@@ -383,6 +407,45 @@ func (c *CachedClient) PatchPodDisruptionBudget(namespace, name string, uid type
 // DeletePodDisruptionBudget deletes the PodDisruptionBudget while its UID is uid.
 func (c *CachedClient) DeletePodDisruptionBudget(namespace, name string, uid types.UID) error {
 	return c.pdbs.delete(namespace, name, uid)
+}
+
+// ServiceMonitorsServed asks discovery, at most once per
+// serviceMonitorCheckInterval, whether ServiceMonitors are served.
+func (c *CachedClient) ServiceMonitorsServed() bool {
+	return c.serviceMonitorsAPI.served()
+}
+
+// ReadServiceMonitor reads the ServiceMonitor from the API server.
+func (c *CachedClient) ReadServiceMonitor(namespace, name string) (*unstructured.Unstructured, error) {
+	return c.serviceMonitors.read(namespace, name)
+}
+
+// CreateServiceMonitor creates the ServiceMonitor of manifest. Unlike
+// children.create it remembers nothing: no cache would make it forget. A
+// NotFound says that the API went since discovery said it was served, so
+// the next ServiceMonitorsServed asks discovery again.
+func (c *CachedClient) CreateServiceMonitor(manifest *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	body, err := manifest.MarshalJSON()
+	if err != nil {
+		return nil, fmt.Errorf("failed to encode servicemonitor %s/%s: %v", manifest.GetNamespace(), manifest.GetName(), err)
+	}
+	created := &unstructured.Unstructured{}
+	err = c.serviceMonitors.client.Post().Namespace(manifest.GetNamespace()).Resource(serviceMonitorGVR.Resource).
+		SetHeader("Content-Type", runtime.ContentTypeJSON).Body(body).Do().Into(created)
+	if apierrors.IsNotFound(err) {
+		c.serviceMonitorsAPI.expire()
+	}
+	return created, err
+}
+
+// PatchServiceMonitor applies a JSON patch that tests uid to the ServiceMonitor.
+func (c *CachedClient) PatchServiceMonitor(namespace, name string, uid types.UID, patch []byte) error {
+	return c.serviceMonitors.patch(namespace, name, uid, patch)
+}
+
+// DeleteServiceMonitor deletes the ServiceMonitor while its UID is uid.
+func (c *CachedClient) DeleteServiceMonitor(namespace, name string, uid types.UID) error {
+	return c.serviceMonitors.delete(namespace, name, uid)
 }
 
 // ListPods reads the pod cache through its index of pods by Memcached, so

@@ -3,6 +3,7 @@ package stub
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -82,10 +83,15 @@ func newTestCachedClient(t *testing.T, cached []runtime.Object, respond func(r a
 	if err != nil {
 		t.Fatal(err)
 	}
+	sms, err := NewServiceMonitorRESTClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	c := NewCachedClient(Clients{
 		Kube: kube, CacheKube: kube,
 		PodDisruptionBudgets: pdbs, CachePodDisruptionBudgets: pdbs,
-		Discovery: kube.Discovery(),
+		Discovery:       kube.Discovery(),
+		ServiceMonitors: sms,
 	}, "test")
 	for _, obj := range cached {
 		var err error
@@ -145,6 +151,14 @@ func TestCachedClientRequests(t *testing.T) {
 	d := ownedDeployment(m, 1)
 	svc := newServiceForMemcached(m)
 	pdb := newPodDisruptionBudgetForMemcached(m)
+	sm, err := newServiceMonitorForMemcached(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	smJSON, err := sm.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		call func(c *CachedClient) error
@@ -180,11 +194,43 @@ func TestCachedClientRequests(t *testing.T) {
 			call: func(c *CachedClient) error { _, err := c.ReadPodDisruptionBudget("test", "example"); return err },
 			want: apiRequest{method: "GET", path: "/apis/policy/v1/namespaces/test/poddisruptionbudgets/example"},
 		},
+		{
+			name: "servicemonitor read speaks monitoring.coreos.com/v1",
+			call: func(c *CachedClient) error { _, err := c.ReadServiceMonitor("test", "example"); return err },
+			want: apiRequest{method: "GET", path: "/apis/monitoring.coreos.com/v1/namespaces/test/servicemonitors/example"},
+		},
+		{
+			name: "servicemonitor create sends the manifest as JSON",
+			call: func(c *CachedClient) error {
+				created, err := c.CreateServiceMonitor(sm)
+				if err == nil && created.GetName() != "example" {
+					err = fmt.Errorf("created %v, want the servicemonitor example", created.Object)
+				}
+				return err
+			},
+			want: apiRequest{method: "POST", path: "/apis/monitoring.coreos.com/v1/namespaces/test/servicemonitors",
+				contentType: "application/json", body: strings.TrimSpace(string(smJSON))},
+		},
+		{
+			name: "servicemonitor patch is a JSON patch",
+			call: func(c *CachedClient) error { return c.PatchServiceMonitor("test", "example", "uid-1", []byte(`[]`)) },
+			want: apiRequest{method: "PATCH", path: "/apis/monitoring.coreos.com/v1/namespaces/test/servicemonitors/example",
+				contentType: "application/json-patch+json", body: `[]`},
+		},
+		{
+			name: "servicemonitor delete carries the UID precondition",
+			call: func(c *CachedClient) error { return c.DeleteServiceMonitor("test", "example", "uid-1") },
+			want: apiRequest{method: "DELETE", path: "/apis/monitoring.coreos.com/v1/namespaces/test/servicemonitors/example",
+				contentType: "application/json",
+				body:        `{"kind":"DeleteOptions","apiVersion":"meta.k8s.io/v1","preconditions":{"uid":"uid-1"}}`},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c, api := newTestCachedClient(t, nil, func(r apiRequest) interface{} {
 				switch {
+				case strings.Contains(r.path, "/servicemonitors/"):
+					return sm.Object
 				case strings.Contains(r.path, "/deployments/"):
 					return d
 				case strings.Contains(r.path, "/poddisruptionbudgets/"):

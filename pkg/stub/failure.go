@@ -46,6 +46,16 @@ const (
 	// ReasonPodDisruptionBudgetNotOwned means a PodDisruptionBudget with the
 	// Memcached's name exists but another owner controls it.
 	ReasonPodDisruptionBudgetNotOwned = "PodDisruptionBudgetNotOwned"
+	// ReasonServiceMonitorCreateFailed and the three reasons after it are
+	// the same for the Memcached's ServiceMonitor, which the operator
+	// deletes when monitoring is turned off.
+	ReasonServiceMonitorCreateFailed = "ServiceMonitorCreateFailed"
+	ReasonServiceMonitorReadFailed   = "ServiceMonitorReadFailed"
+	ReasonServiceMonitorUpdateFailed = "ServiceMonitorUpdateFailed"
+	ReasonServiceMonitorDeleteFailed = "ServiceMonitorDeleteFailed"
+	// ReasonServiceMonitorNotOwned means a ServiceMonitor with the
+	// Memcached's name exists but another owner controls it.
+	ReasonServiceMonitorNotOwned = "ServiceMonitorNotOwned"
 	// ReasonInvalidSpec means the spec asks for what memcached cannot run
 	// with, such as extra arguments the operator does not allow, values
 	// memcached exits on, a cache larger than the memory limit, or pod

@@ -29,6 +29,9 @@ type fakeClient struct {
 	services    map[string]*corev1.Service
 	pdbs        map[string]*policyv1beta1.PodDisruptionBudget
 	pods        []*corev1.Pod
+	// serviceMonitors are served only with serviceMonitorsServed.
+	serviceMonitors       map[string]*unstructured.Unstructured
+	serviceMonitorsServed bool
 	// uncached hides Deployments, Services and PodDisruptionBudgets, by
 	// kind and namespace/name ("service test/example"), from the Get calls:
 	// the operator's cache leaves out those without its app label.
@@ -50,14 +53,15 @@ type fakeClient struct {
 
 func newFakeClient(objects ...runtime.Object) *fakeClient {
 	f := &fakeClient{
-		memcacheds:  map[string]*v1alpha1.Memcached{},
-		deployments: map[string]*appsv1.Deployment{},
-		services:    map[string]*corev1.Service{},
-		pdbs:        map[string]*policyv1beta1.PodDisruptionBudget{},
-		patches:     map[string]string{},
-		failOn:      map[string]error{},
-		uncached:    map[string]bool{},
-		cachedUID:   map[string]types.UID{},
+		memcacheds:      map[string]*v1alpha1.Memcached{},
+		deployments:     map[string]*appsv1.Deployment{},
+		services:        map[string]*corev1.Service{},
+		pdbs:            map[string]*policyv1beta1.PodDisruptionBudget{},
+		serviceMonitors: map[string]*unstructured.Unstructured{},
+		patches:         map[string]string{},
+		failOn:          map[string]error{},
+		uncached:        map[string]bool{},
+		cachedUID:       map[string]types.UID{},
 	}
 	for _, o := range objects {
 		switch o := o.(type) {
@@ -71,6 +75,8 @@ func newFakeClient(objects ...runtime.Object) *fakeClient {
 			f.pdbs[key(o.Namespace, o.Name)] = o.DeepCopy()
 		case *corev1.Pod:
 			f.pods = append(f.pods, o.DeepCopy())
+		case *unstructured.Unstructured:
+			f.serviceMonitors[key(o.GetNamespace(), o.GetName())] = o.DeepCopy()
 		default:
 			panic(fmt.Sprintf("fakeClient cannot hold %T", o))
 		}
@@ -174,6 +180,37 @@ func (f *fakeClient) DeletePodDisruptionBudget(namespace, name string, uid types
 	return fakeDelete(f, "poddisruptionbudget", pdbResource, f.pdbs, namespace, name, uid)
 }
 
+// ServiceMonitorsServed records no action: the real client asks discovery
+// once a minute, not once a call.
+func (f *fakeClient) ServiceMonitorsServed() bool {
+	return f.serviceMonitorsServed
+}
+
+func (f *fakeClient) ReadServiceMonitor(namespace, name string) (*unstructured.Unstructured, error) {
+	return fakeRead(f, "servicemonitor", serviceMonitorGVR.GroupResource(), f.serviceMonitors, namespace, name)
+}
+
+func (f *fakeClient) CreateServiceMonitor(manifest *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	return fakeCreate(f, "servicemonitor", serviceMonitorGVR.GroupResource(), f.serviceMonitors, manifest)
+}
+
+func (f *fakeClient) PatchServiceMonitor(namespace, name string, uid types.UID, patch []byte) error {
+	return fakePatch(f, "servicemonitor", serviceMonitorGVR.GroupResource(), f.serviceMonitors, namespace, name, uid, patch)
+}
+
+func (f *fakeClient) DeleteServiceMonitor(namespace, name string, uid types.UID) error {
+	return fakeDelete(f, "servicemonitor", serviceMonitorGVR.GroupResource(), f.serviceMonitors, namespace, name, uid)
+}
+
+// setContent fills o from content, which an Unstructured takes as it is.
+func setContent(content map[string]interface{}, o interface{}) error {
+	if u, ok := o.(*unstructured.Unstructured); ok {
+		u.Object = content
+		return nil
+	}
+	return runtime.DefaultUnstructuredConverter.FromUnstructured(content, o)
+}
+
 // fakeObject is a typed object the fake client stores.
 type fakeObject[T any] interface {
 	childObject
@@ -223,7 +260,7 @@ func fakeCreate[T fakeObject[T]](f *fakeClient, kind string, gr schema.GroupReso
 	}
 	var o T
 	o = reflect.New(reflect.TypeOf(o).Elem()).Interface().(T)
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(manifest.Object, o); err != nil {
+	if err := setContent(manifest.DeepCopy().Object, o); err != nil {
 		return zero, err
 	}
 	o.SetUID(types.UID("uid-" + kind + "-" + o.GetName()))
@@ -248,7 +285,7 @@ func fakePatch[T fakeObject[T]](f *fakeClient, kind string, gr schema.GroupResou
 	if o.GetUID() != uid {
 		return fmt.Errorf("%s %s with UID %s was %w", gr.String(), key(namespace, name), uid, errReplaced)
 	}
-	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o.DeepCopy())
 	if err != nil {
 		return err
 	}
@@ -277,7 +314,7 @@ func fakePatch[T fakeObject[T]](f *fakeClient, kind string, gr schema.GroupResou
 		}
 	}
 	updated := o.DeepCopy()
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(content, updated); err != nil {
+	if err := setContent(content, updated); err != nil {
 		return err
 	}
 	objects[key(namespace, name)] = updated

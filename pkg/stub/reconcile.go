@@ -78,7 +78,8 @@ func (h *Handler) reconcileSteps(m *v1alpha1.Memcached) error {
 
 // ensureChildren makes sure that m's Deployment, as want, exists, is
 // m's own and runs spec.size replicas of the current pod template, and that
-// m has its Service and, with more than one pod, its PodDisruptionBudget.
+// m has its Service, with more than one pod its PodDisruptionBudget, and
+// with monitoring its ServiceMonitor where that API is served.
 // It returns the Deployment as it found it, if any, reports whether it
 // created it, and returns the step that failed, or nil. The steps stop at
 // the first failure: a Deployment that is not m's, in particular, gets no
@@ -114,7 +115,10 @@ func (h *Handler) ensureChildren(m *v1alpha1.Memcached, want *desiredDeployment)
 	if f := h.ensureService(m); f != nil {
 		return d, created, f
 	}
-	return d, created, h.ensurePodDisruptionBudget(m)
+	if f := h.ensurePodDisruptionBudget(m); f != nil {
+		return d, created, f
+	}
+	return d, created, h.ensureServiceMonitor(m)
 }
 
 // ensureSize sets the Deployment's replicas to spec.size when they differ.

@@ -84,6 +84,11 @@ func (h *Handler) ensureService(m *v1alpha1.Memcached) *failure {
 	if reflect.DeepEqual(s.Spec.Selector, want.Spec.Selector) && portsEqual(s.Spec.Ports, want.Spec.Ports) {
 		return nil
 	}
+	if !monitored(m) && hasMetricsPort(s) {
+		if f := h.removeServiceMonitor(m); f != nil {
+			return f
+		}
+	}
 	patch, err := jsonPatchSet(s.UID, map[string]interface{}{
 		"/spec/selector": want.Spec.Selector,
 		"/spec/ports":    want.Spec.Ports,

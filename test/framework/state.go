@@ -27,6 +27,9 @@ type OwnerReference struct {
 	Name       string `json:"name"`
 	UID        string `json:"uid"`
 	Controller *bool  `json:"controller"`
+	// BlockOwnerDeletion makes the garbage collector's foreground deletion
+	// of the owner wait for this object.
+	BlockOwnerDeletion *bool `json:"blockOwnerDeletion"`
 }
 
 // Condition is a status condition of a Memcached or a pod.

@@ -716,7 +716,7 @@ func converge(b *testing.B, dyn dynamic.Interface, gvr schema.GroupVersionResour
 	start := time.Now()
 	apply()
 	applied = time.Since(start)
-	b.Logf("applied %d %s in %.1f s", n, gvr.Resource, applied.Seconds())
+	b.Logf("applied the manifest in %.1f s; waiting for %d %s", applied.Seconds(), n, gvr.Resource)
 	last, err := t.wait(benchTimeout)
 	if err != nil {
 		b.Fatal(err)

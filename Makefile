@@ -148,7 +148,7 @@ e2e: build tools ## Run the end-to-end suites (fake nodes, real node, image, OLM
 	exit $$rc
 
 .PHONY: bench
-bench: build tools ## Measure N Memcached resources (N=1000 SIZE=2) against N plain Deployments, and the memory against the shipped limit; writes tmp/_output/bench/result.json.
+bench: build tools ## Measure N Memcached resources (N=1000 SIZE=2) against N plain Deployments and against their children without the operator, and the memory against the shipped limit; writes tmp/_output/bench/result.json.
 	cd test && BENCH_N=$(N) BENCH_SIZE=$(SIZE) go test -run '^$$' -bench BenchmarkOperatorAgainstFloor -benchtime 1x -count 1 -timeout 60m ./e2e/
 
 .PHONY: clean

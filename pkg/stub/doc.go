@@ -52,8 +52,9 @@
 //     policy/v1beta1, which Kubernetes 1.25 removed, so budgets travel as
 //     policy/v1 JSON decoded into the 1.11 types, whose fields used here have
 //     the same names. The caches hold trimmed copies (a pod keeps only what
-//     the status reads; a Deployment's template only its hashes), and pods
-//     are indexed by Memcached, so a reconcile costs the same with ten
+//     the status reads; a Deployment, only its template's hash and roll
+//     annotations and the conditions that say it is stuck), and pods are
+//     indexed by Memcached, so a reconcile costs the same with ten
 //     resources or a thousand. A child's change queues its Memcached after
 //     --child-updates-batch-period, as the Endpoints controllers batch pod
 //     updates, so that a pod's start costs one status write; a pod update

@@ -15,6 +15,11 @@ KUBECONFIG ?= $(HOME)/.kube/config
 # MEMCACHED_IMAGE, when set, is the memcached image that `make deploy` and `make run`
 # give the operator (its MEMCACHED_IMAGE); empty keeps the operator's default.
 MEMCACHED_IMAGE ?=
+# SIDECAR_IMG is the sidecar image that `make sidecar-image` and `make sidecar-push` use.
+SIDECAR_IMG ?= quay.io/example/memcached-sidecar:v$(VERSION)
+# SIDECAR_IMAGE, when set, is the sidecar image that `make deploy` gives the operator
+# (its SIDECAR_IMAGE); empty keeps deploy/operator.yaml's.
+SIDECAR_IMAGE ?=
 # N and SIZE are the number of Memcached resources and their size in `make bench`.
 N ?= 1000
 SIZE ?= 2
@@ -40,7 +45,7 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: build
-build: ## Build the static operator binary into tmp/_output/bin.
+build: ## Build the static operator and sidecar binaries into tmp/_output/bin.
 	tmp/build/build.sh
 
 .PHONY: generate
@@ -89,18 +94,30 @@ image: build ## Build the operator image IMG with docker, podman or buildah.
 push: ## Push the operator image IMG.
 	tmp/build/image.sh push "$(IMG)"
 
+.PHONY: sidecar-image
+sidecar-image: build ## Build the sidecar image SIDECAR_IMG with docker, podman or buildah.
+	COMPONENT=sidecar tmp/build/image.sh build "$(SIDECAR_IMG)"
+
+.PHONY: sidecar-push
+sidecar-push: ## Push the sidecar image SIDECAR_IMG.
+	COMPONENT=sidecar tmp/build/image.sh push "$(SIDECAR_IMG)"
+
 .PHONY: images
-images: ## Build the real node's images (pause, memcached, operator per release) into the local registry.
+images: ## Build the real node's images (pause, memcached, operator and sidecar per release) into the local registry.
 	test/scripts/images.sh build
 
 ##@ Deploy
 
 .PHONY: deploy
-deploy: ## Apply deploy/ to KUBECONFIG with the operator image IMG (and MEMCACHED_IMAGE, if set).
+deploy: ## Apply deploy/ to KUBECONFIG with the operator image IMG (and MEMCACHED_IMAGE, SIDECAR_IMAGE, if set).
 	@mkdir -p $(DEPLOY_DIR)
 	tmp/build/render-operator.sh "$(IMG)" > $(DEPLOY_DIR)/operator.yaml
 	if [[ -n "$(MEMCACHED_IMAGE)" ]]; then \
 		kubectl set env --local -f $(DEPLOY_DIR)/operator.yaml -c memcached-operator MEMCACHED_IMAGE="$(MEMCACHED_IMAGE)" -o yaml > $(DEPLOY_DIR)/operator.env.yaml; \
+		mv -f $(DEPLOY_DIR)/operator.env.yaml $(DEPLOY_DIR)/operator.yaml; \
+	fi
+	if [[ -n "$(SIDECAR_IMAGE)" ]]; then \
+		kubectl set env --local -f $(DEPLOY_DIR)/operator.yaml -c memcached-operator SIDECAR_IMAGE="$(SIDECAR_IMAGE)" -o yaml > $(DEPLOY_DIR)/operator.env.yaml; \
 		mv -f $(DEPLOY_DIR)/operator.env.yaml $(DEPLOY_DIR)/operator.yaml; \
 	fi
 	KUBECONFIG=$(KUBECONFIG) kubectl get namespace $(NAMESPACE) >/dev/null 2>&1 || KUBECONFIG=$(KUBECONFIG) kubectl create namespace $(NAMESPACE)
@@ -131,7 +148,7 @@ e2e: build tools ## Run the end-to-end suites (fake nodes, real node, image, OLM
 	exit $$rc
 
 .PHONY: bench
-bench: build tools ## Measure N Memcached resources (N=1000 SIZE=2) against N plain Deployments; writes tmp/_output/bench/result.json.
+bench: build tools ## Measure N Memcached resources (N=1000 SIZE=2) against N plain Deployments, and the memory against the shipped limit; writes tmp/_output/bench/result.json.
 	cd test && BENCH_N=$(N) BENCH_SIZE=$(SIZE) go test -run '^$$' -bench BenchmarkOperatorAgainstFloor -benchtime 1x -count 1 -timeout 60m ./e2e/
 
 .PHONY: clean

@@ -103,39 +103,25 @@ func run(opts *options) error {
 	m.RegisterClientGo()
 
 	// The SDK's client is limited to client-go's default of 5 requests/s; the
-	// reconcile gets clients of its own from a copy of the same config.
+	// reconcile gets clients of its own from a copy of the same config. Each
+	// request of theirs ends after --kube-api-timeout; the caches' lists and
+	// watches, which a timeout would cut, go through twins without one.
 	base := k8sclient.GetKubeConfig()
-	cfg := rest.CopyConfig(base)
-	cfg.QPS = float32(opts.kubeAPIQPS)
-	cfg.Burst = opts.kubeAPIBurst
-	rest.AddUserAgent(cfg, component)
+	cacheCfg := rest.CopyConfig(base)
+	cacheCfg.QPS = float32(opts.kubeAPIQPS)
+	cacheCfg.Burst = opts.kubeAPIBurst
+	rest.AddUserAgent(cacheCfg, component)
+	cfg := rest.CopyConfig(cacheCfg)
+	cfg.Timeout = opts.kubeAPITimeout
 	if err := v1alpha1.AddToScheme(scheme.Scheme); err != nil {
 		return fmt.Errorf("failed to register Memcached: %v", err)
 	}
-	memcacheds, err := stub.NewMemcachedRESTClient(cfg)
+	clients, err := newClients(cfg, cacheCfg)
 	if err != nil {
-		return fmt.Errorf("failed to create the Memcached client: %v", err)
-	}
-	pdbs, err := stub.NewPodDisruptionBudgetRESTClient(cfg)
-	if err != nil {
-		return fmt.Errorf("failed to create the PodDisruptionBudget client: %v", err)
-	}
-	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("failed to create discovery client: %v", err)
-	}
-	// Built-in types travel as protobuf, which costs the operator and the
-	// API server far less CPU than JSON; the Memcached, PodDisruptionBudget
-	// and discovery clients above speak JSON.
-	cfg = rest.CopyConfig(cfg)
-	cfg.ContentType = "application/vnd.kubernetes.protobuf"
-	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("failed to create kubernetes client: %v", err)
+		return err
 	}
 	// Event recording is never stopped: the process's exit ends it.
-	recorder, _ := events.NewRecorder(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events(namespace)},
+	recorder, _ := events.NewRecorder(&typedcorev1.EventSinkImpl{Interface: clients.Kube.CoreV1().Events(namespace)},
 		scheme.Scheme, corev1.EventSource{Component: component}, logrus.Debugf)
 
 	var elector *leader.Elector
@@ -174,7 +160,7 @@ func run(opts *options) error {
 	// first. Waiting, instead of exiting, rides out an API server outage and a
 	// CRD applied after the operator: a replica that exited would be restarted
 	// with the kubelet's growing back-off and come back later than the API.
-	if !waitForMemcachedAPI(ctx, memcachedAPIPoll, disco.ServerResourcesForGroupVersion) {
+	if !waitForMemcachedAPI(ctx, memcachedAPIPoll, clients.Discovery.ServerResourcesForGroupVersion) {
 		logrus.Info("received a termination signal, shutting down")
 		return nil
 	}
@@ -182,8 +168,9 @@ func run(opts *options) error {
 	reconcile := func(ctx context.Context) error {
 		reconciling.Store(true)
 		m.SetLeader(true)
-		client := stub.NewCachedClient(kube, memcacheds, pdbs, disco, namespace)
+		client := stub.NewCachedClient(clients, namespace)
 		handler := stub.NewHandler(client, recorder, opts.memcachedImage)
+		handler.UseSidecarImage(opts.sidecarImage)
 		handler.BatchChildUpdates(opts.childBatch)
 		handler.ReportProgressEvery(opts.progressEvery)
 		handler.EnforcePolicy(opts.policy)
@@ -202,7 +189,7 @@ func run(opts *options) error {
 			handler.Run(ctx, opts.workers)
 		}()
 
-		logrus.Infof("watching namespace %q, resync every %v, memcached image %s, at most %s concurrent rolls for a change of the operator's pod template", namespace, opts.resync, opts.memcachedImage, opts.maxRolls)
+		logrus.Infof("watching namespace %q, resync every %v, memcached image %s, sidecar image %s, at most %s concurrent rolls for a change of the operator's pod template", namespace, opts.resync, opts.memcachedImage, opts.sidecarImage, opts.maxRolls)
 		sdk.Watch(v1alpha1.APIVersion(), v1alpha1.Kind, namespace, opts.resync)
 		sdk.Handle(handler)
 		sdk.Run(ctx)
@@ -220,6 +207,40 @@ func run(opts *options) error {
 		logrus.Info("received a termination signal, shutting down")
 	}
 	return err
+}
+
+// newClients returns the reconcile's clients from cfg, and its caches' from
+// cacheCfg (see stub.Clients). Built-in types travel as protobuf, which
+// costs the operator and the API server far less CPU than JSON; the
+// Memcached, PodDisruptionBudget and discovery clients speak JSON.
+func newClients(cfg, cacheCfg *rest.Config) (stub.Clients, error) {
+	var c stub.Clients
+	var err error
+	if c.Memcacheds, err = stub.NewMemcachedRESTClient(cfg); err != nil {
+		return c, fmt.Errorf("failed to create the Memcached client: %v", err)
+	}
+	if c.PodDisruptionBudgets, err = stub.NewPodDisruptionBudgetRESTClient(cfg); err != nil {
+		return c, fmt.Errorf("failed to create the PodDisruptionBudget client: %v", err)
+	}
+	if c.CachePodDisruptionBudgets, err = stub.NewPodDisruptionBudgetRESTClient(cacheCfg); err != nil {
+		return c, fmt.Errorf("failed to create the PodDisruptionBudget client: %v", err)
+	}
+	if c.Discovery, err = discovery.NewDiscoveryClientForConfig(cfg); err != nil {
+		return c, fmt.Errorf("failed to create discovery client: %v", err)
+	}
+	protobuf := func(cfg *rest.Config) *rest.Config {
+		cfg = rest.CopyConfig(cfg)
+		cfg.ContentType = "application/vnd.kubernetes.protobuf"
+		cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+		return cfg
+	}
+	if c.Kube, err = kubernetes.NewForConfig(protobuf(cfg)); err != nil {
+		return c, fmt.Errorf("failed to create kubernetes client: %v", err)
+	}
+	if c.CacheKube, err = kubernetes.NewForConfig(protobuf(cacheCfg)); err != nil {
+		return c, fmt.Errorf("failed to create kubernetes client: %v", err)
+	}
+	return c, nil
 }
 
 // memcachedAPIPoll is how often the operator checks, before it starts, whether

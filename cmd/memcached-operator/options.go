@@ -26,8 +26,10 @@ type options struct {
 	// maxRolls is --max-concurrent-rolls, parsed by validate.
 	maxRolls       string
 	maxRollsParsed intstr.IntOrString
+	sidecarImage   string
 	kubeAPIQPS     float64
 	kubeAPIBurst   int
+	kubeAPITimeout time.Duration
 	metricsAddr    string
 	workers        int
 	childBatch     time.Duration
@@ -66,8 +68,14 @@ func parseOptions(args []string, getenv func(string) string, output io.Writer) (
 	fs.StringVar(&o.logLevel, "log-level", "info", "Log level: panic, fatal, error, warning, info, debug or trace.")
 	fs.StringVar(&o.memcachedImage, "memcached-image", image, "Image of the memcached containers of every Memcached without spec.image (env MEMCACHED_IMAGE). A change, like an operator upgrade that changes the pod template, rolls all of them, one pod at a time each and at most --max-concurrent-rolls resources at once.")
 	fs.StringVar(&o.maxRolls, "max-concurrent-rolls", stub.DefaultMaxConcurrentRolls, "How many Memcacheds at most roll at once because the operator's pod template changed (a new --memcached-image or operator version): a number, at least 1, or a percentage of all Memcacheds, rounded up. The next starts once one of them has only Ready pods of the new template. Rolls that a resource's own spec change asks for, and new resources, never wait.")
+	sidecar := getenv("SIDECAR_IMAGE")
+	if sidecar == "" {
+		sidecar = stub.DefaultSidecarImage
+	}
+	fs.StringVar(&o.sidecarImage, "sidecar-image", sidecar, "Image of the sidecar that refreshes certificates and serves metrics in the pods of Memcacheds with spec.tls or spec.monitoring (env SIDECAR_IMAGE). A change rolls those pods like a change of --memcached-image, paced by --max-concurrent-rolls.")
 	fs.Float64Var(&o.kubeAPIQPS, "kube-api-qps", 50, "Sustained requests per second to the API server from the reconcile.")
 	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", 100, "Burst of requests to the API server from the reconcile.")
+	fs.DurationVar(&o.kubeAPITimeout, "kube-api-timeout", 15*time.Second, "How long one request of the reconcile (a write, a read, discovery, an Event) may take; one the API server or the network leaves unanswered then fails and the Memcached is retried, instead of holding a worker. Watches are not limited.")
 	fs.IntVar(&o.workers, "workers", 4, "How many Memcached resources are reconciled at once; one resource is never reconciled by two workers.")
 	fs.DurationVar(&o.childBatch, "child-updates-batch-period", 500*time.Millisecond, "How long a reconcile that a change of a Memcached's Deployment or pods asks for waits, so that the burst of pod changes as pods start costs one status write; status.nodes lags that much (0 disables).")
 	fs.DurationVar(&o.progressEvery, "progress-status-interval", 5*time.Second, "How often, at most, the status of a Memcached whose pods are still starting, scaling or rolling is written; a new Memcached's first status waits this long after its Deployment's creation unless its pods are all Ready first. The end of the progress, failures and spec changes are written at once (0 writes every change).")
@@ -114,6 +122,9 @@ func (o *options) validate() error {
 		return fmt.Errorf("--max-concurrent-rolls=%v", err)
 	}
 	o.maxRollsParsed = rolls
+	if o.sidecarImage == "" {
+		return fmt.Errorf("--sidecar-image must not be empty")
+	}
 	if o.childBatch < 0 {
 		return fmt.Errorf("--child-updates-batch-period=%v must not be negative", o.childBatch)
 	}
@@ -125,6 +136,9 @@ func (o *options) validate() error {
 	}
 	if o.kubeAPIQPS <= 0 || o.kubeAPIBurst <= 0 {
 		return fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive")
+	}
+	if o.kubeAPITimeout < time.Second {
+		return fmt.Errorf("--kube-api-timeout=%v must be at least 1s: every request needs a timeout, and one that short would fail requests the API server is still answering", o.kubeAPITimeout)
 	}
 	if err := o.parsePolicy(); err != nil {
 		return err

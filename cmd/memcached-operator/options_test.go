@@ -26,7 +26,7 @@ func TestParseOptions(t *testing.T) {
 					o.memcachedImage == stub.DefaultImage && o.kubeAPIQPS == 50 && o.kubeAPIBurst == 100 &&
 					o.metricsAddr == "" && !o.leaderElect && o.identity == "" &&
 					o.leaseDuration == 12*time.Second && o.renewDeadline == 8*time.Second && o.retryPeriod == time.Second &&
-					o.progressEvery == 5*time.Second && o.maxRollsParsed == intstr.FromString("10%") &&
+					o.progressEvery == 5*time.Second && o.maxRollsParsed == intstr.FromString("10%") && o.kubeAPITimeout == 15*time.Second &&
 					o.policy.ImagePrefixes == nil && o.policy.PriorityClasses == nil && !o.policy.ForbidKeylessTolerations
 			},
 		},
@@ -46,7 +46,13 @@ func TestParseOptions(t *testing.T) {
 		{name: "no concurrent rolls", args: []string{"--max-concurrent-rolls=0"}, wantErr: "must be at least 1"},
 		{name: "a percentage over 100", args: []string{"--max-concurrent-rolls=150%"}, wantErr: "percentage from 1% to 100%"},
 		{name: "no percent sign", args: []string{"--max-concurrent-rolls=ten"}, wantErr: "percentage from 1% to 100%"},
+		{name: "default sidecar image", check: func(o *options) bool { return o.sidecarImage == stub.DefaultSidecarImage }},
+		{name: "sidecar image from env", env: map[string]string{"SIDECAR_IMAGE": "mirror/sidecar:1"}, check: func(o *options) bool { return o.sidecarImage == "mirror/sidecar:1" }},
+		{name: "sidecar flag beats env", args: []string{"--sidecar-image=a:1"}, env: map[string]string{"SIDECAR_IMAGE": "b:2"}, check: func(o *options) bool { return o.sidecarImage == "a:1" }},
+		{name: "empty sidecar image", args: []string{"--sidecar-image="}, wantErr: "--sidecar-image must not be empty"},
 		{name: "zero qps", args: []string{"--kube-api-qps=0"}, wantErr: "must be positive"},
+		{name: "request timeout", args: []string{"--kube-api-timeout=3s"}, check: func(o *options) bool { return o.kubeAPITimeout == 3*time.Second }},
+		{name: "no request timeout is refused", args: []string{"--kube-api-timeout=0"}, wantErr: "--kube-api-timeout=0s must be at least 1s"},
 		{name: "every progress written", args: []string{"--progress-status-interval=0"}, check: func(o *options) bool { return o.progressEvery == 0 }},
 		{name: "negative progress interval", args: []string{"--progress-status-interval=-1s"}, wantErr: "must not be negative"},
 		{name: "metrics address", args: []string{"--metrics-addr=:8080"}, check: func(o *options) bool { return o.metricsAddr == ":8080" }},

@@ -2,6 +2,7 @@ package stub
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -143,9 +144,25 @@ func (c *children[T]) create(manifest *unstructured.Unstructured) (T, error) {
 	return o, nil
 }
 
-// patch sends a patch of type pt.
-func (c *children[T]) patch(namespace, name string, pt types.PatchType, patch []byte) error {
-	return c.client.Patch(pt).Namespace(namespace).Resource(c.resource.Resource).Name(name).Body(patch).Do().Error()
+// errReplaced reports that a patch was refused because the object of its
+// name is no longer the one the patch was built for: someone deleted that
+// one, and maybe created another, within the lag of the operator's cache.
+var errReplaced = errors.New("replaced since the operator's cache showed it")
+
+// patch sends a JSON patch whose first operation tests that the object's
+// UID is uid (see jsonPatchSet). The API server refuses a failed test as an
+// invalid request, as it refuses a patch that breaks validation; only then
+// the object is read, to tell the two apart.
+func (c *children[T]) patch(namespace, name string, uid types.UID, patch []byte) error {
+	err := c.client.Patch(types.JSONPatchType).Namespace(namespace).Resource(c.resource.Resource).Name(name).Body(patch).Do().Error()
+	if !apierrors.IsInvalid(err) {
+		return err
+	}
+	current, rerr := c.read(namespace, name)
+	if apierrors.IsNotFound(rerr) || (rerr == nil && current.GetUID() != uid) {
+		return fmt.Errorf("%s %s/%s with UID %s was %w", c.resource.String(), namespace, name, uid, errReplaced)
+	}
+	return err
 }
 
 // delete deletes the object only while its UID is uid, so that it never

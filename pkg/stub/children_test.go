@@ -1,13 +1,17 @@
 package stub
 
 import (
+	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1beta1 "k8s.io/api/policy/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -278,8 +282,8 @@ func TestSetsTheProgressDeadlineOfExistingDeployments(t *testing.T) {
 				"get service test/example",
 				"update memcached/status test/example",
 			})
-			if got, want := f.client.patches["patch deployment test/example"], `[{"op":"add","path":"/spec/progressDeadlineSeconds","value":300}]`; got != want {
-				t.Errorf("patch: got %s, want %s: the deadline alone, no roll", got, want)
+			if got, want := f.client.patches["patch deployment test/example"], `[{"op":"test","path":"/metadata/uid","value":"uid-deployment"},{"op":"add","path":"/spec/progressDeadlineSeconds","value":300}]`; got != want {
+				t.Errorf("patch: got %s, want %s: the UID test and the deadline alone, no roll", got, want)
 			}
 			after := f.client.deployments["test/example"]
 			if s := after.Spec.ProgressDeadlineSeconds; s == nil || *s != progressDeadlineSeconds || templateOf(after) != templateOf(d) {
@@ -287,6 +291,85 @@ func TestSetsTheProgressDeadlineOfExistingDeployments(t *testing.T) {
 			}
 			if got := f.events(); len(got) != 0 {
 				t.Errorf("events: got %q, want none: no pod changes", got)
+			}
+		})
+	}
+}
+
+// TestNeverPatchesAReplacedChild covers a child that someone deleted and
+// created anew, with another UID, while the cache still shows the old one:
+// every patch tests the UID the cache shows, so the API server refuses it,
+// and the reconcile is retried quietly, with no Degraded condition and no
+// Event, until the cache shows the new child.
+func TestNeverPatchesAReplacedChild(t *testing.T) {
+	tests := []struct {
+		name string
+		// change makes m's spec or its child differ, so that the reconcile
+		// patches the child cached as kind.
+		change    func(m *v1alpha1.Memcached, objs []runtime.Object)
+		cached    string
+		wantPatch string
+	}{
+		{
+			name:      "scale",
+			change:    func(m *v1alpha1.Memcached, _ []runtime.Object) { m.Spec.Size = 3 },
+			cached:    "deployment test/example",
+			wantPatch: "scale deployment test/example 3",
+		},
+		{
+			name:      "pod template",
+			change:    func(m *v1alpha1.Memcached, _ []runtime.Object) { m.Spec.Image = "registry.local/memcached:1.6.99" },
+			cached:    "deployment test/example",
+			wantPatch: "patch deployment test/example",
+		},
+		{
+			name:      "service",
+			change:    func(_ *v1alpha1.Memcached, objs []runtime.Object) { objs[2].(*corev1.Service).Spec.Ports[0].Port = 80 },
+			cached:    "service test/example",
+			wantPatch: "patch service test/example",
+		},
+		{
+			name: "budget",
+			change: func(_ *v1alpha1.Memcached, objs []runtime.Object) {
+				two := intstr.FromInt(2)
+				objs[3].(*policyv1beta1.PodDisruptionBudget).Spec.MaxUnavailable = &two
+			},
+			cached:    "poddisruptionbudget test/example",
+			wantPatch: "patch poddisruptionbudget test/example",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newMemcached("example", 2)
+			objs := inSync(m, 2)
+			tt.change(m, objs)
+			f := newFixture(t, objs...)
+			f.client.cachedUID[tt.cached] = "uid-replaced"
+
+			err := f.handle(m, false)
+
+			if !IsStale(err) || !errors.Is(err, errReplaced) {
+				t.Fatalf("reconcile: got %v, want a stale write of a replaced child", err)
+			}
+			var writes []string
+			for _, a := range f.client.actions {
+				if !strings.HasPrefix(a, "get ") && !strings.HasPrefix(a, "list ") {
+					writes = append(writes, a)
+				}
+			}
+			if got := strings.Join(writes, ","); got != tt.wantPatch {
+				t.Errorf("writes: got %q, want only the refused %q, and no status", got, tt.wantPatch)
+			}
+			d, s, p := f.client.deployments["test/example"], f.client.services["test/example"], f.client.pdbs["test/example"]
+			if *d.Spec.Replicas != 2 || templateOf(d) != templateOf(objs[1].(*appsv1.Deployment)) ||
+				!reflect.DeepEqual(s.Spec, objs[2].(*corev1.Service).Spec) || !reflect.DeepEqual(p.Spec, objs[3].(*policyv1beta1.PodDisruptionBudget).Spec) {
+				t.Errorf("a child changed: replicas %d, template %q, service %+v, budget %+v", *d.Spec.Replicas, templateOf(d), s.Spec, p.Spec)
+			}
+			if got := f.events(); len(got) != 0 {
+				t.Errorf("events: got %q, want none", got)
+			}
+			if n := f.handler.queue.NumRequeues("test/example"); n != 1 {
+				t.Errorf("requeues: got %d, want the memcached requeued", n)
 			}
 		})
 	}

@@ -1,7 +1,6 @@
 package stub
 
 import (
-	"encoding/json"
 	"fmt"
 	"reflect"
 
@@ -31,8 +30,11 @@ import (
 // the API server (NotFound means it has not seen the object; the caller
 // must not modify what it returns), Read asks the API server, Create sends
 // a manifest and returns the object as stored, trimmed as the cache's are,
-// Patch sends a JSON patch (RFC 6902), and Delete deletes the object only
-// while it still has the given UID.
+// Patch sends a JSON patch (RFC 6902) that begins by testing that the
+// object's UID is the given one (see jsonPatchSet) and returns an error
+// wrapping errReplaced when the object of that name has another UID or is
+// gone, and Delete deletes the object only while it still has the given
+// UID.
 type Client interface {
 	// UpdateMemcachedStatus writes m.Status through the status subresource
 	// and returns the Memcached as the API server stored it.
@@ -47,20 +49,21 @@ type Client interface {
 	ListDeployments() ([]*appsv1.Deployment, error)
 	ReadDeployment(namespace, name string) (*appsv1.Deployment, error)
 	CreateDeployment(manifest *unstructured.Unstructured) (*appsv1.Deployment, error)
-	PatchDeployment(namespace, name string, patch []byte) error
-	// ScaleDeployment sets spec.replicas of the named Deployment and nothing else.
-	ScaleDeployment(namespace, name string, replicas int32) error
+	PatchDeployment(namespace, name string, uid types.UID, patch []byte) error
+	// ScaleDeployment sets spec.replicas of the named Deployment and nothing
+	// else, while its UID is uid, as Patch does.
+	ScaleDeployment(namespace, name string, uid types.UID, replicas int32) error
 
 	GetService(namespace, name string) (*corev1.Service, error)
 	ReadService(namespace, name string) (*corev1.Service, error)
 	CreateService(manifest *unstructured.Unstructured) (*corev1.Service, error)
-	PatchService(namespace, name string, patch []byte) error
+	PatchService(namespace, name string, uid types.UID, patch []byte) error
 	DeleteService(namespace, name string, uid types.UID) error
 
 	GetPodDisruptionBudget(namespace, name string) (*policyv1beta1.PodDisruptionBudget, error)
 	ReadPodDisruptionBudget(namespace, name string) (*policyv1beta1.PodDisruptionBudget, error)
 	CreatePodDisruptionBudget(manifest *unstructured.Unstructured) (*policyv1beta1.PodDisruptionBudget, error)
-	PatchPodDisruptionBudget(namespace, name string, patch []byte) error
+	PatchPodDisruptionBudget(namespace, name string, uid types.UID, patch []byte) error
 	DeletePodDisruptionBudget(namespace, name string, uid types.UID) error
 
 	// ListPods returns the pods of the Memcached namespace/name, those with
@@ -86,11 +89,29 @@ type CachedClient struct {
 	pods        cache.SharedIndexInformer
 }
 
+// Clients are the API clients of a CachedClient. The reconcile's requests
+// go through Kube, Memcacheds, PodDisruptionBudgets and Discovery, which
+// should each have a request timeout, so that a request that the API server
+// or the network leaves unanswered fails and is retried instead of holding a
+// worker. The caches list and watch through CacheKube and
+// CachePodDisruptionBudgets, the same APIs without a timeout: client-go
+// 1.11 applies a client's timeout to watches too, and would cut every watch,
+// and so relist every cache, that often.
+type Clients struct {
+	// Kube and CacheKube may speak protobuf.
+	Kube, CacheKube kubernetes.Interface
+	// Memcacheds is from NewMemcachedRESTClient.
+	Memcacheds rest.Interface
+	// PodDisruptionBudgets and CachePodDisruptionBudgets are from
+	// NewPodDisruptionBudgetRESTClient.
+	PodDisruptionBudgets, CachePodDisruptionBudgets rest.Interface
+	Discovery                                       discovery.ServerResourcesInterface
+}
+
 // NewCachedClient returns a CachedClient for namespace. Its caches hold only
-// objects labelled app=memcached; Start fills them. kube may speak
-// protobuf; memcacheds, from NewMemcachedRESTClient, pdbs, from
-// NewPodDisruptionBudgetRESTClient, and disco speak JSON.
-func NewCachedClient(kube kubernetes.Interface, memcacheds, pdbs rest.Interface, disco discovery.ServerResourcesInterface, namespace string) *CachedClient {
+// objects labelled app=memcached; Start fills them.
+func NewCachedClient(clients Clients, namespace string) *CachedClient {
+	kube, pdbs := clients.CacheKube, clients.CachePodDisruptionBudgets
 	deployments := kube.AppsV1().Deployments(namespace)
 	services := kube.CoreV1().Services(namespace)
 	pdbList := func(o metav1.ListOptions) (runtime.Object, error) {
@@ -105,15 +126,15 @@ func NewCachedClient(kube kubernetes.Interface, memcacheds, pdbs rest.Interface,
 			VersionedParams(&o, policyParameterCodec).Watch()
 	}
 	return &CachedClient{
-		memcacheds: memcacheds,
-		discovery:  disco,
-		deployments: newChildren(kube.AppsV1().RESTClient(), deploymentResource,
+		memcacheds: clients.Memcacheds,
+		discovery:  clients.Discovery,
+		deployments: newChildren(clients.Kube.AppsV1().RESTClient(), deploymentResource,
 			func(o metav1.ListOptions) (runtime.Object, error) { return deployments.List(o) }, deployments.Watch,
 			func() *appsv1.Deployment { return &appsv1.Deployment{} }, trimDeployment),
-		services: newChildren(kube.CoreV1().RESTClient(), serviceResource,
+		services: newChildren(clients.Kube.CoreV1().RESTClient(), serviceResource,
 			func(o metav1.ListOptions) (runtime.Object, error) { return services.List(o) }, services.Watch,
 			func() *corev1.Service { return &corev1.Service{} }, trimService),
-		pdbs: newChildren(pdbs, pdbResource, pdbList, pdbWatch,
+		pdbs: newChildren(clients.PodDisruptionBudgets, pdbResource, pdbList, pdbWatch,
 			func() *policyv1beta1.PodDisruptionBudget { return &policyv1beta1.PodDisruptionBudget{} }, trimPodDisruptionBudget),
 		pods: newPodInformer(kube, namespace, ManagedSelector),
 	}
@@ -299,21 +320,19 @@ func (c *CachedClient) CreateDeployment(manifest *unstructured.Unstructured) (*a
 	return c.deployments.create(manifest)
 }
 
-// PatchDeployment applies a JSON patch to the Deployment.
-func (c *CachedClient) PatchDeployment(namespace, name string, patch []byte) error {
-	return c.deployments.patch(namespace, name, types.JSONPatchType, patch)
+// PatchDeployment applies a JSON patch that tests uid to the Deployment.
+func (c *CachedClient) PatchDeployment(namespace, name string, uid types.UID, patch []byte) error {
+	return c.deployments.patch(namespace, name, uid, patch)
 }
 
 // ScaleDeployment patches spec.replicas alone, leaving every other field,
 // including the pod template, as the API server has it.
-func (c *CachedClient) ScaleDeployment(namespace, name string, replicas int32) error {
-	patch, err := json.Marshal(map[string]interface{}{
-		"spec": map[string]interface{}{"replicas": replicas},
-	})
+func (c *CachedClient) ScaleDeployment(namespace, name string, uid types.UID, replicas int32) error {
+	patch, err := jsonPatchSet(uid, map[string]interface{}{"/spec/replicas": replicas})
 	if err != nil {
 		return err
 	}
-	return c.deployments.patch(namespace, name, types.MergePatchType, patch)
+	return c.deployments.patch(namespace, name, uid, patch)
 }
 
 // GetService reads the Service cache, like GetDeployment.
@@ -331,9 +350,9 @@ func (c *CachedClient) CreateService(manifest *unstructured.Unstructured) (*core
 	return c.services.create(manifest)
 }
 
-// PatchService applies a JSON patch to the Service.
-func (c *CachedClient) PatchService(namespace, name string, patch []byte) error {
-	return c.services.patch(namespace, name, types.JSONPatchType, patch)
+// PatchService applies a JSON patch that tests uid to the Service.
+func (c *CachedClient) PatchService(namespace, name string, uid types.UID, patch []byte) error {
+	return c.services.patch(namespace, name, uid, patch)
 }
 
 // DeleteService deletes the Service while its UID is uid.
@@ -356,9 +375,9 @@ func (c *CachedClient) CreatePodDisruptionBudget(manifest *unstructured.Unstruct
 	return c.pdbs.create(manifest)
 }
 
-// PatchPodDisruptionBudget applies a JSON patch to the PodDisruptionBudget.
-func (c *CachedClient) PatchPodDisruptionBudget(namespace, name string, patch []byte) error {
-	return c.pdbs.patch(namespace, name, types.JSONPatchType, patch)
+// PatchPodDisruptionBudget applies a JSON patch that tests uid to the PodDisruptionBudget.
+func (c *CachedClient) PatchPodDisruptionBudget(namespace, name string, uid types.UID, patch []byte) error {
+	return c.pdbs.patch(namespace, name, uid, patch)
 }
 
 // DeletePodDisruptionBudget deletes the PodDisruptionBudget while its UID is uid.

@@ -2,9 +2,11 @@ package stub
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
@@ -25,7 +28,8 @@ type apiRequest struct {
 }
 
 // testAPIServer records the requests of a CachedClient and answers each
-// with the JSON of respond's object, or 404 without one.
+// with the JSON of respond's object, or 404 without one; a *metav1.Status
+// goes with its code.
 type testAPIServer struct {
 	mu       sync.Mutex
 	requests []apiRequest
@@ -43,6 +47,9 @@ func (s *testAPIServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		obj = s.respond(req)
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if status, ok := obj.(*metav1.Status); ok {
+		w.WriteHeader(int(status.Code))
+	}
 	if obj == nil {
 		w.WriteHeader(http.StatusNotFound)
 		_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`))
@@ -75,7 +82,11 @@ func newTestCachedClient(t *testing.T, cached []runtime.Object, respond func(r a
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := NewCachedClient(kube, nil, pdbs, kube.Discovery(), "test")
+	c := NewCachedClient(Clients{
+		Kube: kube, CacheKube: kube,
+		PodDisruptionBudgets: pdbs, CachePodDisruptionBudgets: pdbs,
+		Discovery: kube.Discovery(),
+	}, "test")
 	for _, obj := range cached {
 		var err error
 		switch o := obj.(type) {
@@ -145,14 +156,15 @@ func TestCachedClientRequests(t *testing.T) {
 			want: apiRequest{method: "GET", path: "/apis/apps/v1/namespaces/test/deployments/example"},
 		},
 		{
-			name: "scale patches only replicas",
-			call: func(c *CachedClient) error { return c.ScaleDeployment("test", "example", 4) },
+			name: "scale patches only replicas, of the deployment with the UID",
+			call: func(c *CachedClient) error { return c.ScaleDeployment("test", "example", "uid-1", 4) },
 			want: apiRequest{method: "PATCH", path: "/apis/apps/v1/namespaces/test/deployments/example",
-				contentType: "application/merge-patch+json", body: `{"spec":{"replicas":4}}`},
+				contentType: "application/json-patch+json",
+				body:        `[{"op":"test","path":"/metadata/uid","value":"uid-1"},{"op":"add","path":"/spec/replicas","value":4}]`},
 		},
 		{
 			name: "deployment template patch is a JSON patch",
-			call: func(c *CachedClient) error { return c.PatchDeployment("test", "example", []byte(`[]`)) },
+			call: func(c *CachedClient) error { return c.PatchDeployment("test", "example", "uid-1", []byte(`[]`)) },
 			want: apiRequest{method: "PATCH", path: "/apis/apps/v1/namespaces/test/deployments/example",
 				contentType: "application/json-patch+json", body: `[]`},
 		},
@@ -306,7 +318,7 @@ func TestCachedClientForgetsAChildTheCacheSawGo(t *testing.T) {
 		c.deployments.forget("test/example")
 		return ownedDeployment(m, 1)
 	})
-	manifest, err := deploymentManifest(newDeploymentForMemcached(m, testImage))
+	manifest, err := deploymentManifest(newDeploymentForMemcached(m, testImage, testSidecarImage))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,5 +332,66 @@ func TestCachedClientForgetsAChildTheCacheSawGo(t *testing.T) {
 	}
 	if n := len(c.deployments.created) + len(c.deployments.creating); n != 0 {
 		t.Errorf("the client holds %d entries for the deployment, want none", n)
+	}
+}
+
+// TestCachedClientPatchTellsAReplacedChild checks how a patch refused as
+// invalid is reported: the API server refuses a failed test of the UID so,
+// and a patch that breaks validation too. Only then the client reads the
+// object, and only an object with another UID, or none, is errReplaced.
+func TestCachedClientPatchTellsAReplacedChild(t *testing.T) {
+	invalid := &metav1.Status{
+		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status:   metav1.StatusFailure, Reason: metav1.StatusReasonInvalid, Code: 422,
+		Message: "the server rejected our request due to an error in our request",
+	}
+	conflict := &metav1.Status{
+		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status:   metav1.StatusFailure, Reason: metav1.StatusReasonConflict, Code: 409,
+	}
+	withUID := func(uid string) *appsv1.Deployment {
+		d := ownedDeployment(newMemcached("example", 1), 1)
+		d.UID = types.UID(uid)
+		return d
+	}
+	tests := []struct {
+		name         string
+		patch        interface{}
+		current      interface{} // what a GET returns; nil is 404
+		wantReplaced bool
+		wantInvalid  bool
+		wantRequests []string
+	}{
+		{name: "accepted", patch: withUID("uid-1"), current: withUID("uid-1"), wantRequests: []string{"PATCH"}},
+		{name: "another object of that name", patch: invalid, current: withUID("uid-2"), wantReplaced: true, wantRequests: []string{"PATCH", "GET"}},
+		{name: "gone", patch: invalid, current: nil, wantReplaced: true, wantRequests: []string{"PATCH", "GET"}},
+		{name: "the same object, an invalid patch", patch: invalid, current: withUID("uid-1"), wantInvalid: true, wantRequests: []string{"PATCH", "GET"}},
+		{name: "other errors are not read about", patch: conflict, current: withUID("uid-2"), wantRequests: []string{"PATCH"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, api := newTestCachedClient(t, nil, func(r apiRequest) interface{} {
+				if r.method == "PATCH" {
+					return tt.patch
+				}
+				return tt.current
+			})
+
+			err := c.ScaleDeployment("test", "example", "uid-1", 2)
+
+			if got := errors.Is(err, errReplaced); got != tt.wantReplaced {
+				t.Errorf("errors.Is(%v, errReplaced): got %v, want %v", err, got, tt.wantReplaced)
+			}
+			if got := apierrors.IsInvalid(err); got != tt.wantInvalid {
+				t.Errorf("IsInvalid(%v): got %v, want %v", err, got, tt.wantInvalid)
+			}
+			var methods []string
+			for _, r := range api.got() {
+				methods = append(methods, r.method)
+			}
+			if !reflect.DeepEqual(methods, tt.wantRequests) {
+				t.Errorf("requests: got %v, want %v", methods, tt.wantRequests)
+			}
+		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -54,11 +55,12 @@ const (
 )
 
 // newDeploymentForMemcached returns the Deployment that runs m's memcached
-// pods, with defaultImage unless m names its own. It holds what client-go
-// 1.11's types can express; deploymentManifest adds the rest. The reconcile
+// pods, with defaultImage unless m names its own, and sidecarImage when m's
+// TLS or monitoring needs the sidecar. It holds what client-go 1.11's types
+// can express; deploymentManifest adds the rest. The reconcile
 // creates it as is and afterwards manages its replica count, its progress
 // deadline and, by templateHashAnnotation, its pod template and strategy.
-func newDeploymentForMemcached(m *v1alpha1.Memcached, defaultImage string) *appsv1.Deployment {
+func newDeploymentForMemcached(m *v1alpha1.Memcached, defaultImage, sidecarImage string) *appsv1.Deployment {
 	labels := labelsForMemcached(m.Name)
 	replicas := m.Spec.Size
 	deadline := int32(progressDeadlineSeconds)
@@ -84,7 +86,7 @@ func newDeploymentForMemcached(m *v1alpha1.Memcached, defaultImage string) *apps
 			},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       memcachedPodSpec(m, defaultImage),
+				Spec:       memcachedPodSpec(m, defaultImage, sidecarImage),
 			},
 			ProgressDeadlineSeconds: &deadline,
 		},
@@ -107,7 +109,7 @@ func childMeta(m *v1alpha1.Memcached) metav1.ObjectMeta {
 
 // memcachedPodSpec is a pod that Pod Security "restricted" admits, running
 // memcached as m's spec asks.
-func memcachedPodSpec(m *v1alpha1.Memcached, defaultImage string) corev1.PodSpec {
+func memcachedPodSpec(m *v1alpha1.Memcached, defaultImage, sidecarImage string) corev1.PodSpec {
 	nonRoot := true
 	noEscalation := false
 	readOnlyRoot := true
@@ -124,12 +126,21 @@ func memcachedPodSpec(m *v1alpha1.Memcached, defaultImage string) corev1.PodSpec
 		},
 		PeriodSeconds: 10,
 	}
-	return corev1.PodSpec{
+	security := &corev1.SecurityContext{
+		AllowPrivilegeEscalation: &noEscalation,
+		ReadOnlyRootFilesystem:   &readOnlyRoot,
+		Capabilities: &corev1.Capabilities{
+			Drop: []corev1.Capability{"ALL"},
+		},
+	}
+	volumes, mounts := secretVolumes(m)
+	spec := corev1.PodSpec{
 		SecurityContext: &corev1.PodSecurityContext{
 			RunAsNonRoot: &nonRoot,
 			RunAsUser:    &uid,
 			RunAsGroup:   &uid,
 		},
+		Volumes:                       volumes,
 		TerminationGracePeriodSeconds: &grace,
 		// memcached never calls the API server: a mounted token would only
 		// be a credential for whoever breaks into the pod.
@@ -150,31 +161,36 @@ func memcachedPodSpec(m *v1alpha1.Memcached, defaultImage string) corev1.PodSpec
 				ContainerPort: memcachedPort,
 				Protocol:      corev1.ProtocolTCP,
 			}},
-			Resources:      memcachedResources(m),
-			ReadinessProbe: probe,
-			LivenessProbe:  probe,
-			SecurityContext: &corev1.SecurityContext{
-				AllowPrivilegeEscalation: &noEscalation,
-				ReadOnlyRootFilesystem:   &readOnlyRoot,
-				Capabilities: &corev1.Capabilities{
-					Drop: []corev1.Capability{"ALL"},
-				},
-			},
+			Env:             requiredSecretKeys(m),
+			VolumeMounts:    mounts,
+			Resources:       memcachedResources(m),
+			ReadinessProbe:  probe,
+			LivenessProbe:   probe,
+			SecurityContext: security,
 		}},
 	}
+	if len(volumes) > 0 {
+		// The Secrets' files belong to this group, readable by it alone.
+		spec.SecurityContext.FSGroup = &uid
+	}
+	if needsSidecar(m) {
+		spec.Containers = append(spec.Containers, sidecarContainer(m, sidecarImage, mounts, security))
+	}
+	return spec
 }
 
 // memcachedCommand is the memcached command line: m's extra arguments, then
-// the options the operator controls, last so that they win. Every option
-// and its value are separate arguments: memcached's getopt reads "-m=64" as
-// the value "=64", which it takes for 0 MB, and then exits.
+// the options the operator controls, last so that they win, then those of
+// TLS and auth. Every option and its value are separate arguments:
+// memcached's getopt reads "-m=64" as the value "=64", which it takes for
+// 0 MB, and then exits.
 func memcachedCommand(m *v1alpha1.Memcached) []string {
 	cmd := append([]string{"memcached"}, m.Spec.ExtraArgs...)
-	return append(cmd,
+	return append(append(cmd,
 		"-m", strconv.Itoa(int(cacheMB(m))),
 		"-p", strconv.Itoa(memcachedPort),
 		"-v",
-	)
+	), securityArgs(m)...)
 }
 
 // deploymentManifest returns d as the object to send to the API server, with
@@ -273,9 +289,10 @@ func manifestTemplateHash(manifest *unstructured.Unstructured) string {
 }
 
 // templatePatch is a JSON patch that sets the pod template and the strategy
-// of the Deployment to those of manifest, whole: fields the desired
-// template leaves out, such as a nodeSelector removed from the spec, go too.
-func templatePatch(manifest *unstructured.Unstructured) ([]byte, error) {
+// of the Deployment with UID uid to those of manifest, whole: fields the
+// desired template leaves out, such as a nodeSelector removed from the
+// spec, go too.
+func templatePatch(uid types.UID, manifest *unstructured.Unstructured) ([]byte, error) {
 	template, _, err := unstructured.NestedMap(manifest.Object, "spec", "template")
 	if err != nil {
 		return nil, err
@@ -284,7 +301,7 @@ func templatePatch(manifest *unstructured.Unstructured) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return jsonPatchSet(map[string]interface{}{
+	return jsonPatchSet(uid, map[string]interface{}{
 		"/spec/template": template,
 		"/spec/strategy": strategy,
 	})

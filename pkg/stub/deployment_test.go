@@ -25,7 +25,7 @@ func TestNewDeploymentForMemcached(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			m := newMemcached("example", tt.size)
 
-			d := newDeploymentForMemcached(m, tt.image)
+			d := newDeploymentForMemcached(m, tt.image, testSidecarImage)
 
 			if d.APIVersion != "apps/v1" || d.Kind != "Deployment" {
 				t.Errorf("TypeMeta: got %s %s, want apps/v1 Deployment", d.APIVersion, d.Kind)
@@ -77,7 +77,7 @@ func TestNewDeploymentForMemcached(t *testing.T) {
 var joinedShortOption = regexp.MustCompile(`^-[A-Za-z]=`)
 
 func TestMemcachedCommand(t *testing.T) {
-	container := newDeploymentForMemcached(newMemcached("example", 1), testImage).Spec.Template.Spec.Containers[0]
+	container := newDeploymentForMemcached(newMemcached("example", 1), testImage, testSidecarImage).Spec.Template.Spec.Containers[0]
 	command := container.Command
 	for _, arg := range command {
 		if joinedShortOption.MatchString(arg) {
@@ -120,7 +120,7 @@ func optionValue(command []string, option string) (string, bool) {
 }
 
 func TestNewDeploymentForMemcachedIsRestricted(t *testing.T) {
-	spec := newDeploymentForMemcached(newMemcached("example", 1), testImage).Spec.Template.Spec
+	spec := newDeploymentForMemcached(newMemcached("example", 1), testImage, testSidecarImage).Spec.Template.Spec
 	psc := spec.SecurityContext
 	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser == 0 {
 		t.Errorf("pod securityContext: got %+v, want runAsNonRoot with a numeric non-zero user", psc)
@@ -135,7 +135,7 @@ func TestNewDeploymentForMemcachedIsRestricted(t *testing.T) {
 }
 
 func TestDeploymentManifest(t *testing.T) {
-	d := newDeploymentForMemcached(newMemcached("example", 2), testImage)
+	d := newDeploymentForMemcached(newMemcached("example", 2), testImage, testSidecarImage)
 
 	u, err := deploymentManifest(d)
 	if err != nil {

@@ -14,10 +14,11 @@ import (
 // CPU cost of a reconcile in the profile at 1,000 resources, and most
 // reconciles, those that pods' changes bring, need only the hash.
 type desiredDeployment struct {
-	m        *v1alpha1.Memcached
-	image    string
-	hash     string
-	manifest *unstructured.Unstructured
+	m            *v1alpha1.Memcached
+	image        string
+	sidecarImage string
+	hash         string
+	manifest     *unstructured.Unstructured
 	// pendingHash and pending are set while the Deployment keeps its
 	// template, pendingHash, because the roll to hash waits for a slot
 	// (see rolls.go); pending says why.
@@ -49,7 +50,7 @@ func (d *desiredDeployment) rollPending() string {
 // desired returns m's desired Deployment, with its template hash from
 // h.templates when m's generation has not changed since it was computed.
 func (h *Handler) desired(m *v1alpha1.Memcached) (*desiredDeployment, error) {
-	d := &desiredDeployment{m: m, image: h.image}
+	d := &desiredDeployment{m: m, image: h.image, sidecarImage: h.sidecarImage}
 	key := m.Namespace + "/" + m.Name
 	if hash, ok := h.templates.get(key, m.UID, m.Generation); ok {
 		d.hash = hash
@@ -67,7 +68,7 @@ func (d *desiredDeployment) build() (*unstructured.Unstructured, error) {
 	if d.manifest != nil {
 		return d.manifest, nil
 	}
-	manifest, err := deploymentManifest(newDeploymentForMemcached(d.m, d.image))
+	manifest, err := deploymentManifest(newDeploymentForMemcached(d.m, d.image, d.sidecarImage))
 	if err == nil {
 		err = recordSpec(manifest, d.m)
 	}
@@ -81,7 +82,7 @@ func (d *desiredDeployment) build() (*unstructured.Unstructured, error) {
 // templateHashes remembers the template hash of each Memcached, by
 // namespace/name, for the UID and generation it was computed from: the
 // pod template depends only on the spec, which moves the generation, and
-// on the handler's image, which never changes. Safe for concurrent use.
+// on the handler's images, which never change. Safe for concurrent use.
 type templateHashes struct {
 	mu    sync.Mutex
 	items map[string]templateHashEntry

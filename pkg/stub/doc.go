@@ -31,7 +31,10 @@
 //     JSON rendered from its manifest (patch.go), which is how its pods get a
 //     RuntimeDefault seccomp profile, and changed by patches of the fields
 //     the operator owns: spec.replicas alone to scale, so scaling never rolls
-//     a pod.
+//     a pod. Every patch of a child first tests the UID the cache shows
+//     (jsonPatchSet), so a child deleted and created anew within the cache's
+//     lag is never patched by mistake; the refusal (errReplaced) is retried
+//     quietly, like a stale write (TestNeverPatchesAReplacedChild).
 //   - One watch on Memcached, several workers: Handle does not reconcile in
 //     the SDK's single worker. It keeps the event's Memcached in a store and
 //     queues its key in the handler's own rate-limited work queue, from
@@ -75,6 +78,11 @@
 //   - Deletes: a delete event only drops the Memcached from the store and
 //     starts that check; owner references let the garbage collector remove
 //     the children.
+//   - Requests that hang: main gives the reconcile's clients
+//     --kube-api-timeout, so a request left unanswered fails and its
+//     Memcached is retried instead of holding a worker; the informers list
+//     and watch through twin clients without it, since client-go 1.11 would
+//     cut every watch at that timeout too.
 //
 // # Children
 //
@@ -102,6 +110,15 @@
 // cannot be removed. The budget (maxUnavailable 1) exists only while
 // spec.size is above 1: at 0 or 1 it would protect nothing or block every
 // drain.
+//
+// spec.tls and spec.auth name Secrets that the operator never reads
+// (security.go): the pods mount them, and the memcached container refers to
+// each key it needs through an environment value it never uses, so that a
+// missing Secret or key shows as the kubelet's CreateContainerConfigError,
+// which the status reports like any other pod failure. With spec.tls or
+// spec.monitoring the pods run a sidecar (pkg/sidecar) that reloads
+// certificates and serves memcached's stats; a new --sidecar-image rolls
+// with the fleet's pacing.
 //
 // # Fleet rolls
 //

@@ -33,6 +33,10 @@ type fakeClient struct {
 	// kind and namespace/name ("service test/example"), from the Get calls:
 	// the operator's cache leaves out those without its app label.
 	uncached map[string]bool
+	// cachedUID makes the Get calls of an object, by kind and
+	// namespace/name, show this UID instead of the stored one: the cache
+	// still shows an object that has since been replaced.
+	cachedUID map[string]types.UID
 	// failOn makes the call whose action starts with the key fail with the value.
 	failOn map[string]error
 
@@ -53,6 +57,7 @@ func newFakeClient(objects ...runtime.Object) *fakeClient {
 		patches:     map[string]string{},
 		failOn:      map[string]error{},
 		uncached:    map[string]bool{},
+		cachedUID:   map[string]types.UID{},
 	}
 	for _, o := range objects {
 		switch o := o.(type) {
@@ -125,8 +130,8 @@ func (f *fakeClient) CreateDeployment(manifest *unstructured.Unstructured) (*app
 	return fakeCreate(f, "deployment", deploymentResource, f.deployments, manifest)
 }
 
-func (f *fakeClient) PatchDeployment(namespace, name string, patch []byte) error {
-	return fakePatch(f, "deployment", deploymentResource, f.deployments, namespace, name, patch)
+func (f *fakeClient) PatchDeployment(namespace, name string, uid types.UID, patch []byte) error {
+	return fakePatch(f, "deployment", deploymentResource, f.deployments, namespace, name, uid, patch)
 }
 
 func (f *fakeClient) GetService(namespace, name string) (*corev1.Service, error) {
@@ -141,8 +146,8 @@ func (f *fakeClient) CreateService(manifest *unstructured.Unstructured) (*corev1
 	return fakeCreate(f, "service", serviceResource, f.services, manifest)
 }
 
-func (f *fakeClient) PatchService(namespace, name string, patch []byte) error {
-	return fakePatch(f, "service", serviceResource, f.services, namespace, name, patch)
+func (f *fakeClient) PatchService(namespace, name string, uid types.UID, patch []byte) error {
+	return fakePatch(f, "service", serviceResource, f.services, namespace, name, uid, patch)
 }
 
 func (f *fakeClient) DeleteService(namespace, name string, uid types.UID) error {
@@ -161,8 +166,8 @@ func (f *fakeClient) CreatePodDisruptionBudget(manifest *unstructured.Unstructur
 	return fakeCreate(f, "poddisruptionbudget", pdbResource, f.pdbs, manifest)
 }
 
-func (f *fakeClient) PatchPodDisruptionBudget(namespace, name string, patch []byte) error {
-	return fakePatch(f, "poddisruptionbudget", pdbResource, f.pdbs, namespace, name, patch)
+func (f *fakeClient) PatchPodDisruptionBudget(namespace, name string, uid types.UID, patch []byte) error {
+	return fakePatch(f, "poddisruptionbudget", pdbResource, f.pdbs, namespace, name, uid, patch)
 }
 
 func (f *fakeClient) DeletePodDisruptionBudget(namespace, name string, uid types.UID) error {
@@ -187,7 +192,11 @@ func fakeGet[T fakeObject[T]](f *fakeClient, kind string, gr schema.GroupResourc
 	if !ok || f.uncached[action] {
 		return zero, apierrors.NewNotFound(gr, name)
 	}
-	return o.DeepCopy(), nil
+	o = o.DeepCopy()
+	if uid, ok := f.cachedUID[action]; ok {
+		o.SetUID(uid)
+	}
+	return o, nil
 }
 
 // fakeRead is the read from the API server.
@@ -224,8 +233,9 @@ func fakeCreate[T fakeObject[T]](f *fakeClient, kind string, gr schema.GroupReso
 }
 
 // fakePatch records the patch; it applies JSON patches of whole paths, as
-// jsonPatchSet makes them, to the stored object.
-func fakePatch[T fakeObject[T]](f *fakeClient, kind string, gr schema.GroupResource, objects map[string]T, namespace, name string, patch []byte) error {
+// jsonPatchSet makes them, to the stored object. A failed test, or a patch
+// that does not test uid first, is refused as CachedClient refuses it.
+func fakePatch[T fakeObject[T]](f *fakeClient, kind string, gr schema.GroupResource, objects map[string]T, namespace, name string, uid types.UID, patch []byte) error {
 	action := "patch " + kind + " " + key(namespace, name)
 	if err := f.record(action); err != nil {
 		return err
@@ -234,6 +244,9 @@ func fakePatch[T fakeObject[T]](f *fakeClient, kind string, gr schema.GroupResou
 	o, ok := objects[key(namespace, name)]
 	if !ok {
 		return apierrors.NewNotFound(gr, name)
+	}
+	if o.GetUID() != uid {
+		return fmt.Errorf("%s %s with UID %s was %w", gr.String(), key(namespace, name), uid, errReplaced)
 	}
 	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
 	if err != nil {
@@ -247,7 +260,10 @@ func fakePatch[T fakeObject[T]](f *fakeClient, kind string, gr schema.GroupResou
 	if err := json.Unmarshal(patch, &ops); err != nil {
 		return err
 	}
-	for _, op := range ops {
+	if len(ops) == 0 || ops[0].Op != "test" || ops[0].Path != "/metadata/uid" || ops[0].Value != string(uid) {
+		return fmt.Errorf("fake client: patch %s does not begin by testing that the UID is %s", patch, uid)
+	}
+	for _, op := range ops[1:] {
 		fields := strings.Split(strings.TrimPrefix(op.Path, "/"), "/")
 		switch op.Op {
 		case "add":
@@ -283,13 +299,16 @@ func fakeDelete[T fakeObject[T]](f *fakeClient, kind string, gr schema.GroupReso
 	return nil
 }
 
-func (f *fakeClient) ScaleDeployment(namespace, name string, replicas int32) error {
+func (f *fakeClient) ScaleDeployment(namespace, name string, uid types.UID, replicas int32) error {
 	if err := f.record(fmt.Sprintf("scale deployment %s %d", key(namespace, name), replicas)); err != nil {
 		return err
 	}
 	d, ok := f.deployments[key(namespace, name)]
 	if !ok {
-		return apierrors.NewNotFound(schema.GroupResource{Group: "apps", Resource: "deployments"}, name)
+		return apierrors.NewNotFound(deploymentResource, name)
+	}
+	if d.UID != uid {
+		return fmt.Errorf("%s %s with UID %s was %w", deploymentResource.String(), key(namespace, name), uid, errReplaced)
 	}
 	d.Spec.Replicas = &replicas
 	return nil

@@ -52,16 +52,18 @@ const queueName = "memcached-reconcile"
 // on every attempt, such as a webhook's connection error, which every
 // attempt writes, still waits for its backoff.
 type Handler struct {
-	client     Client
-	recorder   record.EventRecorder
-	image      string
-	now        func() metav1.Time
-	queue      workqueue.RateLimitingInterface
-	memcacheds *memcachedStore
-	templates  *templateHashes
-	progress   *progressReports
-	rolls      *rollPacer
-	api        *apiMonitor
+	client   Client
+	recorder record.EventRecorder
+	image    string
+	// sidecarImage runs beside memcached when a Memcached has TLS or monitoring.
+	sidecarImage string
+	now          func() metav1.Time
+	queue        workqueue.RateLimitingInterface
+	memcacheds   *memcachedStore
+	templates    *templateHashes
+	progress     *progressReports
+	rolls        *rollPacer
+	api          *apiMonitor
 	// batch delays the reconciles that children's changes ask for.
 	batch time.Duration
 	// policy bounds what a Memcached may ask of its pods.
@@ -84,27 +86,36 @@ func (h *Handler) ObserveReconciles(observe ReconcileObserver) {
 }
 
 // IsStale reports whether err, returned by a reconcile, only says that a
-// write lost a race with a newer version of the object: nothing failed,
-// and the reconcile runs again on the newer version.
+// write lost a race with a newer version of the object, or with a child's
+// replacement (errReplaced): nothing failed, and the reconcile runs again
+// on the newer version.
 func IsStale(err error) bool {
-	return errors.Is(err, errStale)
+	return errors.Is(err, errStale) || errors.Is(err, errReplaced)
 }
 
 // NewHandler returns a Handler that reads and writes through client, records
 // Events with recorder and runs image in new memcached Deployments.
 func NewHandler(client Client, recorder record.EventRecorder, image string) *Handler {
 	return &Handler{
-		client:     client,
-		recorder:   recorder,
-		image:      image,
-		now:        metav1.Now,
-		queue:      workqueue.NewNamedRateLimitingQueue(workqueue.DefaultControllerRateLimiter(), queueName),
-		memcacheds: newMemcachedStore(),
-		templates:  newTemplateHashes(),
-		progress:   newProgressReports(0),
-		rolls:      newRollPacer(intstr.Parse(DefaultMaxConcurrentRolls)),
-		api:        &apiMonitor{served: client.MemcachedAPIServed, interval: apiCheckInterval, grace: apiCheckGrace},
+		client:       client,
+		recorder:     recorder,
+		image:        image,
+		sidecarImage: DefaultSidecarImage,
+		now:          metav1.Now,
+		queue:        workqueue.NewNamedRateLimitingQueue(workqueue.DefaultControllerRateLimiter(), queueName),
+		memcacheds:   newMemcachedStore(),
+		templates:    newTemplateHashes(),
+		progress:     newProgressReports(0),
+		rolls:        newRollPacer(intstr.Parse(DefaultMaxConcurrentRolls)),
+		api:          &apiMonitor{served: client.MemcachedAPIServed, interval: apiCheckInterval, grace: apiCheckGrace},
 	}
+}
+
+// UseSidecarImage makes h run image as the sidecar of memcached pods with
+// TLS or monitoring, instead of DefaultSidecarImage. Call it before h
+// handles any event.
+func (h *Handler) UseSidecarImage(image string) {
+	h.sidecarImage = image
 }
 
 // Handle takes an SDK event: it keeps the event's Memcached as the latest
@@ -218,7 +229,7 @@ func (h *Handler) handleResult(key string, err error) {
 	case h.queue.NumRequeues(key) >= maxRetries:
 		logrus.Warnf("dropping memcached %s out of the queue: %v", key, err)
 		h.queue.Forget(key)
-	case errors.Is(err, errStale):
+	case IsStale(err):
 		logrus.Debugf("retrying memcached %s: %v", key, err)
 		h.queue.AddRateLimited(key)
 	default:

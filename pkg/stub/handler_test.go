@@ -26,6 +26,9 @@ import (
 
 const testImage = "example.com/memcached:test"
 
+// testSidecarImage is the sidecar image the tests' handlers run.
+const testSidecarImage = "example.com/memcached-sidecar:test"
+
 var testNow = metav1.NewTime(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 
 // fixture preloads a fake client, runs one event through a Handler and
@@ -42,6 +45,7 @@ type fixture struct {
 func newFixture(t *testing.T, objects ...runtime.Object) *fixture {
 	f := &fixture{t: t, client: newFakeClient(objects...), recorder: record.NewFakeRecorder(10)}
 	f.handler = NewHandler(f.client, f.recorder, testImage)
+	f.handler.UseSidecarImage(testSidecarImage)
 	f.handler.now = func() metav1.Time { return testNow }
 	for k, m := range f.client.memcacheds {
 		f.handler.memcacheds.store(k, m.DeepCopy())
@@ -99,7 +103,7 @@ func (f *fixture) events() []string {
 // ownedDeployment is m's Deployment as the operator creates it, with the
 // current template hash and m's spec recorded, and with replicas.
 func ownedDeployment(m *v1alpha1.Memcached, replicas int32) *appsv1.Deployment {
-	d := newDeploymentForMemcached(m, testImage)
+	d := newDeploymentForMemcached(m, testImage, testSidecarImage)
 	d.UID = "uid-deployment"
 	d.Spec.Replicas = &replicas
 	d.Spec.Template.Annotations = map[string]string{templateHashAnnotation: currentHash(m), specHashAnnotation: mustSpecHash(m)}
@@ -117,7 +121,7 @@ func mustSpecHash(m *v1alpha1.Memcached) string {
 
 // currentHash is the hash of the pod template m asks for, with testImage.
 func currentHash(m *v1alpha1.Memcached) string {
-	u, err := deploymentManifest(newDeploymentForMemcached(m, testImage))
+	u, err := deploymentManifest(newDeploymentForMemcached(m, testImage, testSidecarImage))
 	if err != nil {
 		panic(err)
 	}
@@ -213,7 +217,7 @@ func TestCreatesDeployment(t *testing.T) {
 	if len(f.client.created) != 3 {
 		t.Fatalf("created %d objects, want a Deployment, a Service and a PodDisruptionBudget", len(f.client.created))
 	}
-	want, err := deploymentManifest(newDeploymentForMemcached(m, testImage))
+	want, err := deploymentManifest(newDeploymentForMemcached(m, testImage, testSidecarImage))
 	if err == nil {
 		err = recordSpec(want, m)
 	}

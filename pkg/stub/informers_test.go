@@ -35,7 +35,7 @@ func TestTrimmedPodsGiveTheSameStatus(t *testing.T) {
 		p.GenerateName = "example-5d8f7c9b4-"
 		p.OwnerReferences = []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "example-5d8f7c9b4"}}
 		p.Annotations = map[string]string{"kubectl.kubernetes.io/restartedAt": "now", templateHashAnnotation: "old"}
-		p.Spec = memcachedPodSpec(m, testImage)
+		p.Spec = memcachedPodSpec(m, testImage, testSidecarImage)
 		p.Status.PodIP, p.Status.HostIP, p.Status.QOSClass, p.Status.StartTime = "198.18.64.7", "198.18.0.1", corev1.PodQOSBurstable, &testNow
 		p.Status.Conditions = append(p.Status.Conditions,
 			corev1.PodCondition{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: testNow},

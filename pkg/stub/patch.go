@@ -6,21 +6,27 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 )
 
-// jsonPatchSet returns a JSON patch (RFC 6902) that sets each path to its
-// value, whole, or removes it where the value is nil. It sets with "add",
-// which replaces a member that exists and creates one that does not,
-// unlike "replace"; and, unlike a merge patch, it drops the keys of a map
-// value that the new value leaves out. Paths are applied in sorted order,
-// so equal inputs give equal patches.
-func jsonPatchSet(values map[string]interface{}) ([]byte, error) {
+// jsonPatchSet returns a JSON patch (RFC 6902) that first tests that the
+// object's UID is uid, then sets each path to its value, whole, or removes
+// it where the value is nil. The test makes the API server refuse the whole
+// patch when the object of that name is no longer the one the caller saw,
+// because someone deleted it and created another within the lag of the
+// operator's cache (see errReplaced). It sets with "add", which replaces a
+// member that exists and creates one that does not, unlike "replace"; and,
+// unlike a merge patch, it drops the keys of a map value that the new value
+// leaves out. Paths are applied in sorted order, so equal inputs give equal
+// patches.
+func jsonPatchSet(uid types.UID, values map[string]interface{}) ([]byte, error) {
 	paths := make([]string, 0, len(values))
 	for p := range values {
 		paths = append(paths, p)
 	}
 	sort.Strings(paths)
-	ops := make([]map[string]interface{}, 0, len(paths))
+	ops := make([]map[string]interface{}, 0, len(paths)+1)
+	ops = append(ops, map[string]interface{}{"op": "test", "path": "/metadata/uid", "value": uid})
 	for _, p := range paths {
 		if values[p] == nil {
 			ops = append(ops, map[string]interface{}{"op": "remove", "path": p})

@@ -79,12 +79,12 @@ func (h *Handler) ensurePodDisruptionBudget(m *v1alpha1.Memcached) *failure {
 		// A budget has minAvailable or maxUnavailable, never both.
 		values["/spec/minAvailable"] = nil
 	}
-	patch, err := jsonPatchSet(values)
+	patch, err := jsonPatchSet(p.UID, values)
 	if err == nil {
-		err = h.client.PatchPodDisruptionBudget(p.Namespace, p.Name, patch)
+		err = h.client.PatchPodDisruptionBudget(p.Namespace, p.Name, p.UID, patch)
 	}
 	if err != nil {
-		return newFailure(ReasonPodDisruptionBudgetUpdateFailed, "failed to restore poddisruptionbudget %s/%s: %v", p.Namespace, p.Name, err)
+		return newFailure(ReasonPodDisruptionBudgetUpdateFailed, "failed to restore poddisruptionbudget %s/%s: %w", p.Namespace, p.Name, err)
 	}
 	h.recorder.Eventf(m, corev1.EventTypeNormal, ReasonPodDisruptionBudgetUpdated, "Restored poddisruptionbudget %s to maxUnavailable 1", p.Name)
 	return nil

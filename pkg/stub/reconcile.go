@@ -58,6 +58,12 @@ func (h *Handler) reconcileSteps(m *v1alpha1.Memcached) error {
 		return h.updateStatus(m, nil, nil, newFailure(ReasonDeploymentCreateFailed, "%v", err))
 	}
 	d, created, f := h.ensureChildren(m, want)
+	if f != nil && errors.Is(f, errReplaced) {
+		// Nothing failed: a child was replaced within the cache's lag. The
+		// reconcile runs again, with backoff, and acts on the new child
+		// once the cache shows it.
+		return f
+	}
 	if created && f == nil {
 		// The new pods take a moment to appear. Their own changes bring the
 		// reconcile that reports them, batched; this one only makes sure a
@@ -116,8 +122,8 @@ func (h *Handler) ensureSize(m *v1alpha1.Memcached, d *appsv1.Deployment) *failu
 	if d.Spec.Replicas != nil && *d.Spec.Replicas == m.Spec.Size {
 		return nil
 	}
-	if err := h.client.ScaleDeployment(d.Namespace, d.Name, m.Spec.Size); err != nil {
-		return newFailure(ReasonDeploymentScaleFailed, "failed to scale deployment %s/%s to %d: %v", d.Namespace, d.Name, m.Spec.Size, err)
+	if err := h.client.ScaleDeployment(d.Namespace, d.Name, d.UID, m.Spec.Size); err != nil {
+		return newFailure(ReasonDeploymentScaleFailed, "failed to scale deployment %s/%s to %d: %w", d.Namespace, d.Name, m.Spec.Size, err)
 	}
 	h.recorder.Eventf(m, corev1.EventTypeNormal, ReasonDeploymentScaled, "Scaled deployment %s to %d replicas", d.Name, m.Spec.Size)
 	return nil
@@ -160,16 +166,16 @@ func (h *Handler) ensurePodTemplate(m *v1alpha1.Memcached, d *appsv1.Deployment,
 	}
 	var patch []byte
 	if err == nil {
-		patch, err = templatePatch(manifest)
+		patch, err = templatePatch(d.UID, manifest)
 	}
 	if err == nil {
-		err = h.client.PatchDeployment(d.Namespace, d.Name, patch)
+		err = h.client.PatchDeployment(d.Namespace, d.Name, d.UID, patch)
 	}
 	if err != nil {
 		if paced {
 			h.releaseRoll(key)
 		}
-		return newFailure(ReasonDeploymentUpdateFailed, "failed to update the pod template of deployment %s/%s: %v", d.Namespace, d.Name, err)
+		return newFailure(ReasonDeploymentUpdateFailed, "failed to update the pod template of deployment %s/%s: %w", d.Namespace, d.Name, err)
 	}
 	if paced {
 		h.recorder.Eventf(m, corev1.EventTypeNormal, ReasonDeploymentUpdated, "Updated the pod template of deployment %s (template %s) to the operator's new one, in a paced roll (--max-concurrent-rolls), rolling its pods one at a time", d.Name, want.hash)
@@ -192,12 +198,12 @@ func (h *Handler) ensureProgressDeadline(d *appsv1.Deployment) *failure {
 	if s := d.Spec.ProgressDeadlineSeconds; s != nil && *s == progressDeadlineSeconds {
 		return nil
 	}
-	patch, err := jsonPatchSet(map[string]interface{}{"/spec/progressDeadlineSeconds": progressDeadlineSeconds})
+	patch, err := jsonPatchSet(d.UID, map[string]interface{}{"/spec/progressDeadlineSeconds": progressDeadlineSeconds})
 	if err == nil {
-		err = h.client.PatchDeployment(d.Namespace, d.Name, patch)
+		err = h.client.PatchDeployment(d.Namespace, d.Name, d.UID, patch)
 	}
 	if err != nil {
-		return newFailure(ReasonDeploymentUpdateFailed, "failed to set the progress deadline of deployment %s/%s: %v", d.Namespace, d.Name, err)
+		return newFailure(ReasonDeploymentUpdateFailed, "failed to set the progress deadline of deployment %s/%s: %w", d.Namespace, d.Name, err)
 	}
 	return nil
 }

@@ -229,7 +229,7 @@ func fleet(names ...string) ([]*v1alpha1.Memcached, []runtime.Object) {
 
 // staleDeployment is m's Deployment as a handler with oldImage made it.
 func staleDeployment(m *v1alpha1.Memcached, replicas int32) *appsv1.Deployment {
-	d := newDeploymentForMemcached(m, oldImage)
+	d := newDeploymentForMemcached(m, oldImage, testSidecarImage)
 	d.UID = "uid-deployment"
 	d.Spec.Replicas = &replicas
 	d.Spec.Template.Annotations = map[string]string{templateHashAnnotation: staleHash(m), specHashAnnotation: mustSpecHash(m)}
@@ -245,7 +245,7 @@ func pacedDeployment(m *v1alpha1.Memcached, replicas int32) *appsv1.Deployment {
 
 // staleHash is the hash of m's pod template with oldImage.
 func staleHash(m *v1alpha1.Memcached) string {
-	u, err := deploymentManifest(newDeploymentForMemcached(m, oldImage))
+	u, err := deploymentManifest(newDeploymentForMemcached(m, oldImage, testSidecarImage))
 	if err != nil {
 		panic(err)
 	}

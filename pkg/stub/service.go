@@ -25,25 +25,37 @@ var serviceChild = childKind{
 // no cluster IP, so DNS gives every Ready pod's address, and each pod a name
 // of its own for its lifetime, which is how memcached clients list their
 // servers.
+// With monitoring it also has the sidecar's metrics port, for scrapers
+// that find their targets through the Service's endpoints.
 func newServiceForMemcached(m *v1alpha1.Memcached) *corev1.Service {
+	ports := []corev1.ServicePort{{
+		Name:       memcachedPortName,
+		Port:       memcachedPort,
+		TargetPort: intstr.FromString(memcachedPortName),
+		Protocol:   corev1.ProtocolTCP,
+	}}
+	if monitored(m) {
+		ports = append(ports, corev1.ServicePort{
+			Name:       metricsPortName,
+			Port:       metricsPort,
+			TargetPort: intstr.FromString(metricsPortName),
+			Protocol:   corev1.ProtocolTCP,
+		})
+	}
 	return &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: childMeta(m),
 		Spec: corev1.ServiceSpec{
 			ClusterIP: corev1.ClusterIPNone,
 			Selector:  labelsForMemcached(m.Name),
-			Ports: []corev1.ServicePort{{
-				Name:       memcachedPortName,
-				Port:       memcachedPort,
-				TargetPort: intstr.FromString(memcachedPortName),
-				Protocol:   corev1.ProtocolTCP,
-			}},
+			Ports:     ports,
 		},
 	}
 }
 
 // ensureService makes sure that m's headless Service exists, is m's own and
-// selects m's pods on the memcached port, restoring its selector and ports
+// selects m's pods on the memcached port and, with monitoring, the metrics
+// port, restoring its selector and ports
 // when someone changed them.
 func (h *Handler) ensureService(m *v1alpha1.Memcached) *failure {
 	want := newServiceForMemcached(m)
@@ -72,15 +84,15 @@ func (h *Handler) ensureService(m *v1alpha1.Memcached) *failure {
 	if reflect.DeepEqual(s.Spec.Selector, want.Spec.Selector) && portsEqual(s.Spec.Ports, want.Spec.Ports) {
 		return nil
 	}
-	patch, err := jsonPatchSet(map[string]interface{}{
+	patch, err := jsonPatchSet(s.UID, map[string]interface{}{
 		"/spec/selector": want.Spec.Selector,
 		"/spec/ports":    want.Spec.Ports,
 	})
 	if err == nil {
-		err = h.client.PatchService(s.Namespace, s.Name, patch)
+		err = h.client.PatchService(s.Namespace, s.Name, s.UID, patch)
 	}
 	if err != nil {
-		return newFailure(ReasonServiceUpdateFailed, "failed to restore the selector and ports of service %s/%s: %v", s.Namespace, s.Name, err)
+		return newFailure(ReasonServiceUpdateFailed, "failed to restore the selector and ports of service %s/%s: %w", s.Namespace, s.Name, err)
 	}
 	h.recorder.Eventf(m, corev1.EventTypeNormal, ReasonServiceUpdated, "Restored the selector and ports of service %s", s.Name)
 	return nil

@@ -86,8 +86,44 @@ func validateSpec(m *v1alpha1.Memcached) error {
 	if why := extraArgsConflict(m.Spec.ExtraArgs, cacheMB(m)); why != "" {
 		return fmt.Errorf("spec.extraArgs: %s", why)
 	}
+	if err := validateSecurity(m); err != nil {
+		return err
+	}
 	return validatePlacement(m)
 }
+
+// validateSecurity checks spec.tls and spec.auth: Secret names the API
+// server accepts in a pod, a known client-certificate mode, and no
+// protocol but ASCII with auth, since memcached exits when -Y meets a
+// binary or auto protocol. Whether the Secrets exist and hold their keys
+// is for the kubelet to tell (see requiredSecretKeys).
+func validateSecurity(m *v1alpha1.Memcached) error {
+	if t := m.Spec.TLS; t != nil {
+		if errs := validation.IsDNS1123Subdomain(t.SecretName); len(errs) > 0 {
+			return fmt.Errorf("spec.tls.secretName: %q is not the name of a Secret: %s", t.SecretName, strings.Join(errs, "; "))
+		}
+		switch t.ClientCertificates {
+		case "", v1alpha1.ClientCertificatesNone, v1alpha1.ClientCertificatesRequired:
+		default:
+			return fmt.Errorf("spec.tls.clientCertificates: %q is not None or Required", t.ClientCertificates)
+		}
+	}
+	if a := m.Spec.Auth; a != nil {
+		if errs := validation.IsDNS1123Subdomain(a.SecretName); len(errs) > 0 {
+			return fmt.Errorf("spec.auth.secretName: %q is not the name of a Secret: %s", a.SecretName, strings.Join(errs, "; "))
+		}
+		for i, arg := range m.Spec.ExtraArgs {
+			if strings.HasPrefix(arg, "--protocol=") && arg != "--protocol=ascii" {
+				return fmt.Errorf("spec.extraArgs[%d]: %q: %s", i, arg, msgAuthProtocol)
+			}
+		}
+	}
+	return nil
+}
+
+// msgAuthProtocol says why spec.auth allows only the ASCII protocol;
+// deploy/crd.yaml's rule carries the same message.
+const msgAuthProtocol = "spec.auth needs --protocol=ascii or none: memcached's password file works with the ASCII protocol only, and memcached exits when binary or auto is asked for with it"
 
 // validateMemory checks the memory limit and memoryMB against each other.
 func validateMemory(m *v1alpha1.Memcached) error {

@@ -183,7 +183,7 @@ func TestCRDHasTheSameRules(t *testing.T) {
 	}
 	for _, message := range []string{
 		msgThreads, msgProtocol, msgConnLimit, msgItemSize, msgHashpower, msgItemSizeFits, msgHashpowerThreads, msgConnsPerThread,
-		msgTolerationKeyless, msgTolerationSeconds, msgTolerationExistsValue,
+		msgTolerationKeyless, msgTolerationSeconds, msgTolerationExistsValue, msgAuthProtocol,
 	} {
 		if want := `message: "` + message + `"`; !strings.Contains(string(crd), want) {
 			t.Errorf("deploy/crd.yaml has no rule with %s", want)
@@ -233,7 +233,7 @@ func TestSpecFieldsReachThePodTemplate(t *testing.T) {
 	m.Spec.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "cache", Effect: corev1.TaintEffectNoSchedule}}
 	m.Spec.PriorityClassName = "high"
 
-	spec := newDeploymentForMemcached(m, testImage).Spec.Template.Spec
+	spec := newDeploymentForMemcached(m, testImage, testSidecarImage).Spec.Template.Spec
 
 	c := spec.Containers[0]
 	if c.Image != m.Spec.Image {
@@ -258,7 +258,7 @@ func TestSpecFieldsReachThePodTemplate(t *testing.T) {
 }
 
 func TestDeploymentStrategyRollsOnePodAtATime(t *testing.T) {
-	s := newDeploymentForMemcached(newMemcached("example", 3), testImage).Spec.Strategy
+	s := newDeploymentForMemcached(newMemcached("example", 3), testImage, testSidecarImage).Spec.Strategy
 	if s.RollingUpdate == nil || *s.RollingUpdate.MaxSurge != intstr.FromInt(1) || *s.RollingUpdate.MaxUnavailable != intstr.FromInt(0) {
 		t.Errorf("strategy: got %+v, want a rolling update with maxSurge 1 and maxUnavailable 0", s)
 	}
@@ -267,7 +267,7 @@ func TestDeploymentStrategyRollsOnePodAtATime(t *testing.T) {
 // manifestHash returns the template hash deploymentManifest gives m.
 func manifestHash(t *testing.T, m *v1alpha1.Memcached, image string) string {
 	t.Helper()
-	u, err := deploymentManifest(newDeploymentForMemcached(m, image))
+	u, err := deploymentManifest(newDeploymentForMemcached(m, image, testSidecarImage))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +318,7 @@ func TestTemplateHashFollowsThePodTemplateOnly(t *testing.T) {
 
 func TestDeploymentManifestAddsModernPodFields(t *testing.T) {
 	m := newMemcached("example", 2)
-	u, err := deploymentManifest(newDeploymentForMemcached(m, testImage))
+	u, err := deploymentManifest(newDeploymentForMemcached(m, testImage, testSidecarImage))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,11 +342,11 @@ func TestDeploymentManifestAddsModernPodFields(t *testing.T) {
 
 func TestTemplatePatchSetsTemplateAndStrategyWhole(t *testing.T) {
 	m := newMemcached("example", 2)
-	u, err := deploymentManifest(newDeploymentForMemcached(m, testImage))
+	u, err := deploymentManifest(newDeploymentForMemcached(m, testImage, testSidecarImage))
 	if err != nil {
 		t.Fatal(err)
 	}
-	patch, err := templatePatch(u)
+	patch, err := templatePatch("uid-1", u)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,10 +354,11 @@ func TestTemplatePatchSetsTemplateAndStrategyWhole(t *testing.T) {
 	if err := json.Unmarshal(patch, &ops); err != nil {
 		t.Fatal(err)
 	}
-	if len(ops) != 2 || ops[0]["op"] != "add" || ops[0]["path"] != "/spec/strategy" || ops[1]["op"] != "add" || ops[1]["path"] != "/spec/template" {
-		t.Fatalf("patch: got %s, want adds of /spec/strategy and /spec/template", patch)
+	if len(ops) != 3 || ops[0]["op"] != "test" || ops[0]["path"] != "/metadata/uid" || ops[0]["value"] != "uid-1" ||
+		ops[1]["op"] != "add" || ops[1]["path"] != "/spec/strategy" || ops[2]["op"] != "add" || ops[2]["path"] != "/spec/template" {
+		t.Fatalf("patch: got %s, want a test of the UID, then adds of /spec/strategy and /spec/template", patch)
 	}
-	template := ops[1]["value"].(map[string]interface{})
+	template := ops[2]["value"].(map[string]interface{})
 	hash, _, _ := unstructured.NestedString(template, "metadata", "annotations", templateHashAnnotation)
 	if hash != manifestHash(t, m, testImage) {
 		t.Errorf("patched template hash: got %q, want the manifest's", hash)
@@ -365,12 +366,32 @@ func TestTemplatePatchSetsTemplateAndStrategyWhole(t *testing.T) {
 }
 
 func TestJSONPatchSet(t *testing.T) {
-	got, err := jsonPatchSet(map[string]interface{}{"/b": map[string]interface{}{"x": "y"}, "/a": nil})
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name   string
+		values map[string]interface{}
+		want   string
+	}{
+		{
+			name:   "test the UID, then set and remove in path order",
+			values: map[string]interface{}{"/b": map[string]interface{}{"x": "y"}, "/a": nil},
+			want:   `[{"op":"test","path":"/metadata/uid","value":"uid-1"},{"op":"remove","path":"/a"},{"op":"add","path":"/b","value":{"x":"y"}}]`,
+		},
+		{
+			name:   "nothing to set still tests the UID",
+			values: nil,
+			want:   `[{"op":"test","path":"/metadata/uid","value":"uid-1"}]`,
+		},
 	}
-	if want := `[{"op":"remove","path":"/a"},{"op":"add","path":"/b","value":{"x":"y"}}]`; string(got) != want {
-		t.Errorf("got %s, want %s", got, want)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := jsonPatchSet("uid-1", tt.values)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tt.want {
+				t.Errorf("got %s, want %s", got, tt.want)
+			}
+		})
 	}
 }
 

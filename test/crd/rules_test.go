@@ -128,6 +128,13 @@ func TestRules(t *testing.T) {
 		{"node selector value with a space", `nodeSelector: {disk: "fast ssd"}`, "spec.nodeSelector: Invalid value: values must be label values"},
 		{"priority class", `priorityClassName: high-priority.example.com`, ""},
 		{"priority class that is no DNS subdomain", `priorityClassName: Not_A_DNS_Name`, `spec.priorityClassName: Invalid value: "Not_A_DNS_Name": must be the name of a PriorityClass, a DNS subdomain`},
+		{"auth with the ASCII protocol", "auth: {secretName: passwords}\nextraArgs: [\"--protocol=ascii\"]", ""},
+		{"auth with the binary protocol", "auth: {secretName: passwords}\nextraArgs: [\"--protocol=binary\"]", "spec.extraArgs: Invalid value: spec.auth needs --protocol=ascii or none"},
+		{"auth with the auto protocol", "auth: {secretName: passwords}\nextraArgs: [\"--protocol=auto\"]", "spec.auth needs --protocol=ascii or none"},
+		{"binary protocol without auth", `extraArgs: ["--protocol=binary"]`, ""},
+		{"TLS with client certificates", `tls: {secretName: memcached-tls, clientCertificates: Required}`, ""},
+		{"TLS Secret that is no DNS subdomain", `tls: {secretName: Bad_Name}`, `spec.tls.secretName: Invalid value: "Bad_Name": must be the name of a Secret`},
+		{"auth Secret that is no DNS subdomain", `auth: {secretName: Bad_Name}`, `spec.auth.secretName: Invalid value: "Bad_Name": must be the name of a Secret`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

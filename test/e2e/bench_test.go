@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -16,19 +17,24 @@ import (
 	"github.com/example-inc/memcached-operator/test/framework"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/yaml"
 )
 
 // The benchmark's settings, from the environment that `make bench` sets.
 const (
-	// benchNodes is the number of KWOK nodes during the benchmark, enough for
-	// 1,000 resources of 2 pods at the kubelet's default of 110 pods a node.
-	benchNodes = 24
+	// benchPodsPerNode is how many pods the benchmark puts on one KWOK node
+	// at most, under the kubelet's default of 110, so that N resources of
+	// SIZE pods get N*SIZE/100 nodes: 24 for the default 1,000 of 2, at
+	// least (see benchNodes).
+	benchPodsPerNode = 100
 	// benchIdle is how long the benchmark watches the operator's requests
 	// once every resource has converged.
 	benchIdle = 60 * time.Second
@@ -106,6 +112,18 @@ type benchResult struct {
 	// Profiles are the operator's pprof profiles of the run.
 	CPUProfile  string `json:"cpu_profile"`
 	HeapProfile string `json:"heap_profile"`
+	// MemoryLimitBytes is deploy/operator.yaml's memory limit, which the
+	// operator's GOMEMLIMIT is, as the downward API sets it there.
+	MemoryLimitBytes int64 `json:"memory_limit_bytes"`
+	// RestartSeconds is how long a new operator process, started once
+	// every resource had converged, as a new leader starts, took to list
+	// everything and reconcile every resource once; RestartPeakRSSBytes
+	// and RestartEndRSSAnonBytes are its memory then, RestartCPUSeconds its
+	// CPU time, which deploy/operator.yaml's CPU limit would stretch.
+	RestartSeconds         float64 `json:"restart_seconds"`
+	RestartCPUSeconds      float64 `json:"restart_cpu_seconds"`
+	RestartPeakRSSBytes    int64   `json:"restart_peak_rss_bytes"`
+	RestartEndRSSAnonBytes int64   `json:"restart_end_rss_anon_bytes"`
 }
 
 // BenchmarkOperatorAgainstFloor measures what users with many caches feel:
@@ -124,28 +142,17 @@ func BenchmarkOperatorAgainstFloor(b *testing.B) {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		b.Fatal(err)
 	}
-	if err := cluster.ScaleNodes(ctx, benchNodes); err != nil {
+	if err := cluster.ScaleNodes(ctx, benchNodes(n, size)); err != nil {
 		b.Fatal(err)
 	}
 	dyn := dynamicClient(b)
-	r := benchResult{N: n, Size: size, RequestsByVerb: map[string]float64{},
+	r := benchResult{N: n, Size: size, MemoryLimitBytes: shippedMemoryLimit(b), RequestsByVerb: map[string]float64{},
 		ControlPlaneCPU: map[string]map[string]float64{}, ControlPlaneWrites: map[string]map[string]float64{}}
 
-	// The floor: N Deployments straight to the control plane.
-	floor := newNamespace(b, "floor")
-	cp0, w0 := controlPlaneCPU(b), apiServerWrites(b)
-	floorTime, floorApply := converge(b, dyn, deploymentsGVR, floor.name, n, deploymentReady(size), func() {
-		applyAll(b, floor, manifests(n, func(i int) string { return floorDeployment(i, size) }))
-	})
-	r.ControlPlaneCPU["floor"] = cpuSince(b, cp0)
-	r.ControlPlaneWrites["floor"] = writesSince(b, w0, n)
-	r.FloorSeconds, r.FloorApplySeconds = floorTime.Seconds(), floorApply.Seconds()
-	b.Logf("floor: %d deployments of %d ready in %.1f s; deleting them", n, size, r.FloorSeconds)
-	// The operator's run gets the cluster as the floor's found it.
-	deleteCtx, cancel := context.WithTimeout(ctx, benchTimeout)
-	defer cancel()
-	if _, err := cluster.Kubectl().Run(deleteCtx, "delete", "namespace", floor.name, "--timeout=10m"); err != nil {
-		b.Fatal(err)
+	// BENCH_FLOOR=0 leaves the floor out, for a run that measures the
+	// operator alone, such as its memory at a large N, in half the time.
+	if os.Getenv("BENCH_FLOOR") != "0" {
+		measureFloor(b, dyn, n, size, &r)
 	}
 
 	// The operator, from a namespace of its own, through a counting proxy.
@@ -153,9 +160,12 @@ func BenchmarkOperatorAgainstFloor(b *testing.B) {
 	// BENCH_BINARY measures another build of the operator, such as an
 	// earlier commit's, on the same terms.
 	ns.binary = os.Getenv("BENCH_BINARY")
-	// BENCH_OPERATOR_ENV adds KEY=VALUE entries, separated by spaces, to
-	// the operator's environment alone, such as GOGC or GOMEMLIMIT, to
-	// measure the Go runtime's trade of memory for CPU.
+	// The operator runs with the GOMEMLIMIT that deploy/operator.yaml
+	// gives it. BENCH_OPERATOR_ENV adds KEY=VALUE entries, separated by
+	// spaces, to the operator's environment alone, such as GOGC or another
+	// GOMEMLIMIT, which wins, to measure the Go runtime's trade of memory
+	// for CPU.
+	ns.env = append(ns.env, fmt.Sprintf("GOMEMLIMIT=%d", r.MemoryLimitBytes))
 	ns.env = append(ns.env, strings.Fields(os.Getenv("BENCH_OPERATOR_ENV"))...)
 	r.OperatorEnv = ns.env
 	proxy := ns.viaProxy()
@@ -172,7 +182,7 @@ func BenchmarkOperatorAgainstFloor(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cp0, w0 = controlPlaneCPU(b), apiServerWrites(b)
+	cp0, w0 := controlPlaneCPU(b), apiServerWrites(b)
 	start := time.Now()
 	opTime, opApply := converge(b, dyn, memcachedsGVR, ns.name, n, memcachedReady(size), func() {
 		applyAll(b, ns, manifests(n, func(i int) string { return memcached(i, size) }))
@@ -191,7 +201,9 @@ func BenchmarkOperatorAgainstFloor(b *testing.B) {
 	}
 	r.PeakRSSBytes, r.EndRSSAnonBytes, r.EndRSSFileBytes = mem.PeakRSS, mem.RSSAnon, mem.RSSFile
 	r.OperatorSeconds = opTime.Seconds()
-	r.Ratio = r.OperatorSeconds / r.FloorSeconds
+	if r.FloorSeconds > 0 {
+		r.Ratio = r.OperatorSeconds / r.FloorSeconds
+	}
 	r.CPUSeconds = (cpu1 - cpu0).Seconds()
 	burst := countRequests(proxy.Requests(start, end))
 	for verb, count := range burst {
@@ -219,7 +231,167 @@ func BenchmarkOperatorAgainstFloor(b *testing.B) {
 	if err := op.Stop(30 * time.Second); err != nil {
 		b.Fatal(err)
 	}
+	restartLikeANewLeader(b, ns, n+1, &r)
 	report(b, r, filepath.Join(out, "result.json"))
+	for what, peak := range map[string]int64{"during the burst": r.PeakRSSBytes, "after a restart": r.RestartPeakRSSBytes} {
+		if peak >= r.MemoryLimitBytes {
+			b.Errorf("the operator's peak RSS %s, %.1f MiB, reached deploy/operator.yaml's memory limit of %.0f MiB: in a pod it could have been OOM-killed",
+				what, float64(peak)/(1<<20), float64(r.MemoryLimitBytes)/(1<<20))
+		}
+	}
+}
+
+// measureFloor measures the floor, N Deployments of size replicas straight
+// to the control plane, into r, then deletes them, so that the operator's
+// run gets the cluster as the floor's found it.
+func measureFloor(b *testing.B, dyn dynamic.Interface, n, size int, r *benchResult) {
+	b.Helper()
+	floor := newNamespace(b, "floor")
+	cp0, w0 := controlPlaneCPU(b), apiServerWrites(b)
+	floorTime, floorApply := converge(b, dyn, deploymentsGVR, floor.name, n, deploymentReady(size), func() {
+		applyAll(b, floor, manifests(n, func(i int) string { return floorDeployment(i, size) }))
+	})
+	r.ControlPlaneCPU["floor"] = cpuSince(b, cp0)
+	r.ControlPlaneWrites["floor"] = writesSince(b, w0, n)
+	r.FloorSeconds, r.FloorApplySeconds = floorTime.Seconds(), floorApply.Seconds()
+	b.Logf("floor: %d deployments of %d ready in %.1f s; deleting them", n, size, r.FloorSeconds)
+	ctx, cancel := context.WithTimeout(context.Background(), benchTimeout)
+	defer cancel()
+	if _, err := cluster.Kubectl().Run(ctx, "delete", "namespace", floor.name, "--timeout="+benchTimeout.String()); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// benchNodes returns how many KWOK nodes n resources of size pods need.
+func benchNodes(n, size int) int {
+	return max(24, (n*size+benchPodsPerNode-1)/benchPodsPerNode)
+}
+
+// shippedMemoryLimit returns the memory limit of the operator's container
+// in deploy/operator.yaml, after checking that the container's GOMEMLIMIT
+// is that limit, in bytes, through the downward API.
+func shippedMemoryLimit(b *testing.B) int64 {
+	b.Helper()
+	data, err := os.ReadFile(paths.Deploy("operator.yaml"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var d appsv1.Deployment
+	if err := yaml.UnmarshalStrict(data, &d); err != nil {
+		b.Fatalf("deploy/operator.yaml: %v", err)
+	}
+	for _, c := range d.Spec.Template.Spec.Containers {
+		if c.Name != "memcached-operator" {
+			continue
+		}
+		limit, ok := c.Resources.Limits[corev1.ResourceMemory]
+		if !ok {
+			b.Fatal("deploy/operator.yaml: the operator's container has no memory limit")
+		}
+		for _, e := range c.Env {
+			if e.Name != "GOMEMLIMIT" {
+				continue
+			}
+			ref := e.ValueFrom
+			if ref == nil || ref.ResourceFieldRef == nil || ref.ResourceFieldRef.Resource != "limits.memory" ||
+				!(ref.ResourceFieldRef.Divisor.IsZero() || ref.ResourceFieldRef.Divisor.Value() == 1) {
+				b.Fatalf("deploy/operator.yaml: GOMEMLIMIT is %+v, want the memory limit in bytes through the downward API", e)
+			}
+			return limit.Value()
+		}
+		b.Fatal("deploy/operator.yaml: the operator's container has no GOMEMLIMIT")
+	}
+	b.Fatal("deploy/operator.yaml: no container memcached-operator")
+	return 0
+}
+
+// restartLikeANewLeader starts a new operator process in ns, with the
+// first one's settings and environment, once everything has converged, as a
+// standby starts when it becomes the leader: it lists every Memcached, child
+// and pod, then reconciles each of the want Memcached resources once. It
+// records in r how long that took and the process's memory.
+func restartLikeANewLeader(b *testing.B, ns *namespace, want int, r *benchResult) {
+	b.Helper()
+	op, err := framework.StartOperator(framework.OperatorConfig{
+		Binary:         ns.operatorBinary(),
+		Env:            ns.env,
+		Kubeconfig:     ns.operatorKubeconfig,
+		WatchNamespace: ns.name,
+		LogFile:        filepath.Join(ns.dir, "operator-restart.log"),
+		Args:           []string{"--log-level=info", "--metrics-addr=127.0.0.1:0"},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	defer func() {
+		if err := op.Stop(30 * time.Second); err != nil {
+			b.Errorf("the restarted operator did not stop cleanly: %v\n%s", err, op.Log())
+		}
+	}()
+	var addr string
+	ns.eventually("the restarted operator to serve its metrics", func(context.Context) error {
+		_, rest, ok := strings.Cut(op.Log(), "serving /metrics, /healthz and /readyz on ")
+		if !ok {
+			return fmt.Errorf("no metrics address in its log yet")
+		}
+		addr, _, _ = strings.Cut(rest, "\n")
+		addr = strings.TrimSpace(strings.Trim(strings.TrimSpace(addr), `"`))
+		return nil
+	})
+	err = framework.Eventually(context.Background(), benchTimeout, fmt.Sprintf("the restarted operator to reconcile all %d memcacheds", want), func(ctx context.Context) error {
+		if !op.Running() {
+			return framework.Permanent(fmt.Errorf("the restarted operator exited:\n%s", op.Log()))
+		}
+		reconciles, depth, err := reconcileProgress(ctx, addr)
+		if err != nil {
+			return err
+		}
+		if reconciles < float64(want) || depth > 0 {
+			return fmt.Errorf("%.0f reconciles, %.0f queued", reconciles, depth)
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r.RestartSeconds = time.Since(start).Seconds()
+	mem, err := framework.ProcessMemoryOf(op.Pid())
+	if err != nil {
+		b.Fatal(err)
+	}
+	r.RestartPeakRSSBytes, r.RestartEndRSSAnonBytes = mem.PeakRSS, mem.RSSAnon
+	cpu, err := framework.ProcessCPU(op.Pid())
+	if err != nil {
+		b.Fatal(err)
+	}
+	r.RestartCPUSeconds = cpu.Seconds()
+}
+
+// reconcileProgress returns, from the operator's /metrics at addr, how many
+// reconciles it has run and how many keys wait in its work queue.
+func reconcileProgress(ctx context.Context, addr string) (reconciles, depth float64, err error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return 0, 0, fmt.Errorf("the operator's /metrics: %v", err)
+	}
+	for _, m := range families["memcached_operator_reconcile_total"].GetMetric() {
+		reconciles += m.GetCounter().GetValue()
+	}
+	for _, m := range families["memcached_operator_workqueue_depth"].GetMetric() {
+		depth += m.GetGauge().GetValue()
+	}
+	return reconciles, depth, nil
 }
 
 // report prints one line per figure, next to its target, and writes r to file.
@@ -240,9 +412,9 @@ func report(b *testing.B, r benchResult, file string) {
 		byVerb = append(byVerb, fmt.Sprintf("%s %.2f", v, r.RequestsByVerb[v]))
 	}
 	lines := []string{
-		fmt.Sprintf("N=%d resources of size %d, %d fake nodes", r.N, r.Size, benchNodes),
-		fmt.Sprintf("ratio                 %.2f (operator %.1f s / floor %.1f s); target <= %.2f: %s", r.Ratio, r.OperatorSeconds, r.FloorSeconds, targetRatio, verdict(r.Ratio <= targetRatio)),
-		fmt.Sprintf("kubectl apply         floor %.1f s, operator %.1f s; converged %.1f s and %.1f s after their apply", r.FloorApplySeconds, r.OperatorApplySeconds, r.FloorSeconds-r.FloorApplySeconds, r.OperatorSeconds-r.OperatorApplySeconds),
+		fmt.Sprintf("N=%d resources of size %d, %d fake nodes", r.N, r.Size, benchNodes(r.N, r.Size)),
+		ratioLine(r, verdict),
+		applyLine(r),
 		"control plane CPU     floor " + cpuLine(r.ControlPlaneCPU["floor"]),
 		"                      operator " + cpuLine(r.ControlPlaneCPU["operator"]),
 		"control plane writes  per resource, floor " + writesLine(r.ControlPlaneWrites["floor"]),
@@ -250,6 +422,9 @@ func report(b *testing.B, r benchResult, file string) {
 		fmt.Sprintf("operator CPU          %.2f s during the burst; target <= %.0f s: %s", r.CPUSeconds, targetCPUSeconds, verdict(r.CPUSeconds <= targetCPUSeconds)),
 		fmt.Sprintf("operator peak RSS     %.1f MiB (at the end of the burst %.1f MiB anonymous, %.1f MiB of files); target <= %d MiB: %s",
 			float64(r.PeakRSSBytes)/(1<<20), float64(r.EndRSSAnonBytes)/(1<<20), float64(r.EndRSSFileBytes)/(1<<20), targetPeakRSSBytes>>20, verdict(r.PeakRSSBytes <= targetPeakRSSBytes)),
+		fmt.Sprintf("operator memory       peak RSS %.1f MiB during the burst, %.1f MiB after a restart (%.1f s and %.1f CPU-s to list everything and reconcile all, %.1f MiB anonymous at its end), against the shipped limit and GOMEMLIMIT of %.0f MiB (deploy/operator.yaml): %.0f%% and %.0f%% of it",
+			float64(r.PeakRSSBytes)/(1<<20), float64(r.RestartPeakRSSBytes)/(1<<20), r.RestartSeconds, r.RestartCPUSeconds, float64(r.RestartEndRSSAnonBytes)/(1<<20), float64(r.MemoryLimitBytes)/(1<<20),
+			100*float64(r.PeakRSSBytes)/float64(r.MemoryLimitBytes), 100*float64(r.RestartPeakRSSBytes)/float64(r.MemoryLimitBytes)),
 		fmt.Sprintf("requests per resource %.2f (%s); target <= %.0f: %s", r.RequestsPerResource, strings.Join(byVerb, ", "), targetRequestsPerItem, verdict(r.RequestsPerResource <= targetRequestsPerItem)),
 		fmt.Sprintf("idle requests         %d in %.0f s, plus %d discovery requests; target %d: %s", r.IdleRequests, r.IdleSeconds, r.IdleDiscoveryRequests, targetIdleRequests, verdict(r.IdleRequests <= targetIdleRequests)),
 		fmt.Sprintf("status latency        %.2f s from pods Running to status.nodes; target <= %.0f s: %s", r.LatencySeconds, targetLatencySeconds, verdict(r.LatencySeconds <= targetLatencySeconds)),
@@ -266,9 +441,29 @@ func report(b *testing.B, r benchResult, file string) {
 		b.Fatal(err)
 	}
 	fmt.Println("bench: wrote " + file)
-	b.ReportMetric(r.Ratio, "ratio")
+	if r.FloorSeconds > 0 {
+		b.ReportMetric(r.Ratio, "ratio")
+	}
 	b.ReportMetric(r.CPUSeconds, "cpu-s")
 	b.ReportMetric(r.RequestsPerResource, "req/resource")
+}
+
+// ratioLine prints the ratio of the operator's time to the floor's, or
+// that the floor was left out.
+func ratioLine(r benchResult, verdict func(bool) string) string {
+	if r.FloorSeconds == 0 {
+		return fmt.Sprintf("ratio                 not measured: BENCH_FLOOR=0 left the floor out (operator %.1f s)", r.OperatorSeconds)
+	}
+	return fmt.Sprintf("ratio                 %.2f (operator %.1f s / floor %.1f s); target <= %.2f: %s", r.Ratio, r.OperatorSeconds, r.FloorSeconds, targetRatio, verdict(r.Ratio <= targetRatio))
+}
+
+// applyLine prints how long each phase's kubectl apply took, and how long
+// convergence took after it.
+func applyLine(r benchResult) string {
+	if r.FloorSeconds == 0 {
+		return fmt.Sprintf("kubectl apply         operator %.1f s; converged %.1f s after it", r.OperatorApplySeconds, r.OperatorSeconds-r.OperatorApplySeconds)
+	}
+	return fmt.Sprintf("kubectl apply         floor %.1f s, operator %.1f s; converged %.1f s and %.1f s after their apply", r.FloorApplySeconds, r.OperatorApplySeconds, r.FloorSeconds-r.FloorApplySeconds, r.OperatorSeconds-r.OperatorApplySeconds)
 }
 
 // statusLatency creates one more Memcached of size pods in ns and returns the

@@ -99,12 +99,8 @@ func (ns *namespace) startOperator(args ...string) *framework.Operator {
 		kubeconfig = proxied
 	}
 	ns.operatorKubeconfig = kubeconfig
-	binary := paths.OperatorBinary()
-	if ns.binary != "" {
-		binary = ns.binary
-	}
 	op, err := framework.StartOperator(framework.OperatorConfig{
-		Binary:         binary,
+		Binary:         ns.operatorBinary(),
 		Env:            ns.env,
 		Kubeconfig:     kubeconfig,
 		WatchNamespace: ns.name,
@@ -124,6 +120,15 @@ func (ns *namespace) startOperator(args ...string) *framework.Operator {
 		return fmt.Sprintf("===== operator log (WATCH_NAMESPACE=%s, %s)\n%s", ns.name, op.LogFile(), op.Log())
 	})
 	return op
+}
+
+// operatorBinary is the operator that startOperator runs: ns.binary, or
+// the one `make build` writes.
+func (ns *namespace) operatorBinary() string {
+	if ns.binary != "" {
+		return ns.binary
+	}
+	return paths.OperatorBinary()
 }
 
 // viaProxy makes startOperator's operator reach the API server through a new

@@ -178,6 +178,21 @@ func badInputs() []badInput {
 		refused("nodeSelector key with a space", "selector-key", "spec:\n  size: 1\n  nodeSelector: {\"bad key!\": x}\n", "spec.nodeSelector: Invalid value: keys must be label keys"),
 		refused("nodeSelector value with a space", "selector-value", "spec:\n  size: 1\n  nodeSelector: {disk: \"fast ssd\"}\n", "spec.nodeSelector: Invalid value: values must be label values"),
 		refused("priorityClassName that is no DNS subdomain", "priority-name", "spec:\n  size: 1\n  priorityClassName: Not_A_DNS_Name\n", `spec.priorityClassName: Invalid value: "Not_A_DNS_Name": must be the name of a PriorityClass, a DNS subdomain`),
+		// spec.tls, spec.auth and spec.monitoring: what memcached exits on or
+		// a pod cannot name.
+		refused("auth with the binary protocol", "auth-binary", "spec:\n  size: 1\n  auth: {secretName: users}\n  extraArgs: [\"--protocol=binary\"]\n", "spec.extraArgs: Invalid value: spec.auth needs --protocol=ascii or none"),
+		refused("auth with the auto protocol", "auth-auto", "spec:\n  size: 1\n  auth: {secretName: users}\n  extraArgs: [\"--protocol=auto\"]\n", "spec.extraArgs: Invalid value: spec.auth needs --protocol=ascii or none"),
+		refused("client certificates Optional", "tls-optional", "spec:\n  size: 1\n  tls: {secretName: cert, clientCertificates: Optional}\n", `spec.tls.clientCertificates: Unsupported value: "Optional"`),
+		refused("TLS without a Secret", "tls-no-secret", "spec:\n  size: 1\n  tls: {clientCertificates: Required}\n", "spec.tls.secretName: Required value"),
+		refused("TLS Secret that is no DNS subdomain", "tls-secret-name", "spec:\n  size: 1\n  tls: {secretName: Bad_Name}\n", `spec.tls.secretName: Invalid value: "Bad_Name": must be the name of a Secret`),
+		refused("auth Secret that is no DNS subdomain", "auth-secret-name", "spec:\n  size: 1\n  auth: {secretName: Bad_Name}\n", `spec.auth.secretName: Invalid value: "Bad_Name": must be the name of a Secret`),
+		refused("monitoring without enabled", "monitoring-empty", "spec:\n  size: 1\n  monitoring: {}\n", "spec.monitoring.enabled: Required value"),
+		{
+			name: "TLS, auth and monitoring with the ASCII protocol", object: "secured",
+			manifest: memcachedManifest("secured", "spec:\n  size: 1\n  tls: {secretName: cert, clientCertificates: Required}\n  auth: {secretName: users}\n  monitoring: {enabled: true}\n  extraArgs: [\"--protocol=ascii\"]\n"),
+			size:     1,
+			check:    commandLineIs("memcached --protocol=ascii -m 64 -p 11211 -v -Z -o ssl_chain_cert=/etc/memcached/tls/tls.crt,ssl_key=/etc/memcached/tls/tls.key,ssl_ca_cert=/etc/memcached/tls/ca.crt,ssl_verify_mode=2 -Y /etc/memcached/auth/passwords"),
+		},
 		{
 			name: "every optional field set", object: "full",
 			manifest: memcachedManifest("full", `spec:

@@ -31,6 +31,53 @@ type APIProxy struct {
 
 	mu       sync.Mutex
 	requests []ProxiedRequest
+	stall    *Stall
+}
+
+// Stall holds the first request that a proxy receives with a given method
+// and path, unanswered, until its client gives up on it, as a request lost
+// on a half-open connection is; the requests after it pass.
+type Stall struct {
+	method, path string
+	// held is closed when the request arrives, abandoned when its client
+	// gives up on it.
+	held, abandoned chan struct{}
+	// heldAt and abandonedAt are when; read them after the channel closed.
+	heldAt, abandonedAt time.Time
+}
+
+// Held is closed when the stalled request has arrived.
+func (s *Stall) Held() <-chan struct{} { return s.held }
+
+// Abandoned is closed when the stalled request's client has given up on it.
+func (s *Stall) Abandoned() <-chan struct{} { return s.abandoned }
+
+// HeldAt and AbandonedAt are when the request arrived and when its client
+// gave up; each is valid once its channel is closed.
+func (s *Stall) HeldAt() time.Time      { return s.heldAt }
+func (s *Stall) AbandonedAt() time.Time { return s.abandonedAt }
+
+// StallNext makes the proxy hold the next request with method and path (the
+// URL's path, without its query) unanswered until its client cancels it or
+// closes its connection. Only one request is held per call.
+func (p *APIProxy) StallNext(method, path string) *Stall {
+	s := &Stall{method: method, path: path, held: make(chan struct{}), abandoned: make(chan struct{})}
+	p.mu.Lock()
+	p.stall = s
+	p.mu.Unlock()
+	return s
+}
+
+// takeStall returns the stall that r matches, and clears it, or nil.
+func (p *APIProxy) takeStall(r *http.Request) *Stall {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.stall
+	if s == nil || r.Method != s.method || r.URL.Path != s.path {
+		return nil
+	}
+	p.stall = nil
+	return s
 }
 
 // ProxiedRequest is one request that went through an APIProxy.
@@ -87,6 +134,14 @@ func StartAPIProxy(adminKubeconfig string) (*APIProxy, error) {
 	}
 	p.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		i := p.record(r)
+		if s := p.takeStall(r); s != nil {
+			s.heldAt = time.Now()
+			close(s.held)
+			<-r.Context().Done()
+			s.abandonedAt = time.Now()
+			close(s.abandoned)
+			return
+		}
 		rec := &statusRecorder{ResponseWriter: w}
 		rp.ServeHTTP(rec, r)
 		code := rec.code

@@ -68,7 +68,13 @@ func run(m *testing.M) (code int) {
 	if memcachedImage, err = framework.ImageRef(ctx, paths, "memcached"); err != nil {
 		return fail(err)
 	}
-	if err := framework.RequireImages(ctx, paths, operatorImage, memcachedImage); err != nil {
+	// deploy/operator.yaml's sidecar image, quay.io/example/memcached-sidecar, comes
+	// from the local registry through the node's quay.io mirror.
+	sidecarImage, err := framework.ImageRef(ctx, paths, "sidecar", version)
+	if err != nil {
+		return fail(err)
+	}
+	if err := framework.RequireImages(ctx, paths, operatorImage, memcachedImage, sidecarImage); err != nil {
 		return fail(err)
 	}
 	scratch = filepath.Join(paths.Output(), "realnode")

@@ -6,8 +6,9 @@
 # caller says, never to ~/.kube/config.
 #
 # Usage:
-#   cluster.sh up NAME KUBECONFIG [NODES]   create NAME, or reuse it when it is healthy,
-#                                           or restart it cleanly; write an admin
+#   cluster.sh up NAME KUBECONFIG [NODES]   create NAME, or reuse it when it is healthy
+#                                           and has today's configuration, or restart
+#                                           it cleanly; write an admin
 #                                           kubeconfig; ensure NODES fake nodes (3; 0
 #                                           for a cluster whose only node is the real
 #                                           one of node.sh).
@@ -85,7 +86,10 @@ write_kubeconfig() {
 #     198.18.64.0/18;
 #   - kube-controller-manager and kube-scheduler run without leader election: each is
 #     alone, and with election on they exit for good when an API server outage
-#     outlasts their lease.
+#     outlasts their lease;
+#   - OwnerReferencesPermissionEnforcement is on besides the API server's default
+#     admission plugins, as on OpenShift: an owner reference with blockOwnerDeletion
+#     needs update on the owner's finalizers (test/e2e/admission_test.go).
 write_config() {
   local name="$1" file="$2" pki="${KWOK_WORKDIR}/clusters/$1/pki"
   cat >"${file}" <<EOF
@@ -102,6 +106,7 @@ componentsPatches:
       - {key: kubelet-client-certificate, value: ${pki}/admin.crt}
       - {key: kubelet-client-key, value: ${pki}/admin.key}
       - {key: kubelet-preferred-address-types, value: "InternalIP,Hostname"}
+      - {key: enable-admission-plugins, value: OwnerReferencesPermissionEnforcement}
   - name: kube-controller-manager
     extraArgs:
       - {key: leader-elect, value: "false"}
@@ -114,6 +119,22 @@ componentsPatches:
       - {key: manage-nodes-with-annotation-selector, value: "kwok.x-k8s.io/node=fake"}
       - {key: cidr, value: ${FAKE_POD_CIDR}}
 EOF
+}
+
+# config_current succeeds when cluster NAME was created with the configuration that
+# write_config writes today, so that `up` never reuses a cluster that lacks, say, an
+# admission plugin turned on since.
+config_current() {
+  local stored="${KWOK_WORKDIR}/${1}.kwokctl.yaml" fresh
+  [[ -f "${stored}" ]] || return 1
+  fresh="$(mktemp)"
+  write_config "$1" "${fresh}"
+  if cmp -s "${stored}" "${fresh}"; then
+    rm -f "${fresh}"
+    return 0
+  fi
+  rm -f "${fresh}"
+  return 1
 }
 
 create() {
@@ -145,6 +166,10 @@ cmd_up() {
   require_tools "${CLUSTER_TOOLS[@]}"
   mkdir -p "${KWOK_WORKDIR}"
 
+  if exists "${name}" && ! config_current "${name}"; then
+    log "cluster ${name} was created with another configuration; recreating it"
+    "${KWOKCTL}" -v WARN delete cluster --name "${name}" --kubeconfig "${kubeconfig}" >&2 || true
+  fi
   if exists "${name}"; then
     if serving "${name}" "${kubeconfig}"; then
       log "reusing running cluster ${name}"
@@ -267,7 +292,7 @@ main() {
     status) cmd_status "$@" ;;
     logs) cmd_logs "$@" ;;
     sa-kubeconfig) cmd_sa_kubeconfig "$@" ;;
-    -h | --help) sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' ;;
+    -h | --help) sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' ;;
     *) fatal "unknown command ${cmd}" ;;
   esac
 }

@@ -7,15 +7,18 @@
 #              memcache user with uid 11211 (test/images/memcached/Dockerfile);
 #   operator   the operator image (tmp/build/Dockerfile), once per release under
 #              deploy/olm-catalog (0.0.1, 0.0.2...), each binary stamped with its
-#              version, so OLM upgrades between two real images.
+#              version, so OLM upgrades between two real images;
+#   sidecar    the memcached pods' sidecar (tmp/build/Dockerfile.sidecar), once per
+#              release like the operator, at the path the operator's default
+#              (quay.io/example/memcached-sidecar) has in the node's quay.io mirror.
 # These are local builds, not the upstream images: their names say so (local/...,
 # and the registry's address).
 #
 # Usage:
-#   images.sh build [IMAGE...]      build and push IMAGE (pause, memcached, operator;
-#                                   default: all)
+#   images.sh build [IMAGE...]      build and push IMAGE (pause, memcached, operator,
+#                                   sidecar; default: all)
 #   images.sh ref pause|memcached   print the image reference
-#   images.sh ref operator VERSION  print the operator image reference of VERSION
+#   images.sh ref operator|sidecar VERSION  print the image reference of VERSION
 set -o errexit -o nounset -o pipefail
 
 # shellcheck source=test/scripts/lib.sh
@@ -37,7 +40,11 @@ ref() {
       (($# == 2)) || fatal "usage: images.sh ref operator VERSION"
       echo "${REGISTRY_ADDR}/example/memcached-operator:v$2"
       ;;
-    *) fatal "unknown image $1 (pause, memcached, operator)" ;;
+    sidecar)
+      (($# == 2)) || fatal "usage: images.sh ref sidecar VERSION"
+      echo "${REGISTRY_ADDR}/example/memcached-sidecar:v$2"
+      ;;
+    *) fatal "unknown image $1 (pause, memcached, operator, sidecar)" ;;
   esac
 }
 
@@ -93,12 +100,27 @@ build_operator() {
   done
 }
 
+# build_sidecar builds the sidecar image of every catalog release, each binary stamped
+# with its version, in a folder of its own so that it never depends on build_operator.
+build_sidecar() {
+  local version ctx
+  for version in $(catalog_versions); do
+    ctx="${BUILD_DIR}/sidecar-${version}"
+    rm -rf "${ctx}" && mkdir -p "${ctx}/tmp/_output/bin"
+    GOOS=linux VERSION="${version}" OUT="${ctx}/operator" SIDECAR_OUT="${ctx}/tmp/_output/bin/memcached-sidecar" "${ROOT}/tmp/build/build.sh" >&2
+    rm -f "${ctx}/operator"
+    build_push "$(ref sidecar "${version}")" "${ROOT}/tmp/build/Dockerfile.sidecar" "${ctx}" \
+      --build-arg "VERSION=${version}" \
+      --build-arg "GIT_COMMIT=$(git -C "${ROOT}" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  done
+}
+
 cmd_build() {
   require_cmds buildah go
   local images=("$@") image
-  ((${#images[@]} > 0)) || images=(pause memcached operator)
+  ((${#images[@]} > 0)) || images=(pause memcached operator sidecar)
   for image in "${images[@]}"; do
-    [[ "${image}" =~ ^(pause|memcached|operator)$ ]] || fatal "unknown image ${image} (pause, memcached, operator)"
+    [[ "${image}" =~ ^(pause|memcached|operator|sidecar)$ ]] || fatal "unknown image ${image} (pause, memcached, operator, sidecar)"
   done
   "${ROOT}/test/scripts/registry.sh" up
   mkdir -p "${BUILD_DIR}"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # build.sh compiles the operator into tmp/_output/bin/memcached-operator as a
 # static binary, the layout that operator-sdk v0.0.x's `operator-sdk build`
-# expects before it runs `docker build -f tmp/build/Dockerfile .`.
+# expects before it runs `docker build -f tmp/build/Dockerfile .`, and the
+# memcached pods' sidecar into tmp/_output/bin/memcached-sidecar, for
+# `docker build -f tmp/build/Dockerfile.sidecar .`.
 #
 # Environment:
 #   VERSION  operator version stamped into pkg/version.Version
@@ -9,6 +11,7 @@
 #   GOOS, GOARCH  target platform (default: the host's; the image needs linux).
 #   OUT      where to write the binary (default: tmp/_output/bin/memcached-operator),
 #            so that an image of another version can be built beside a running one.
+#   SIDECAR_OUT  where to write the sidecar (default: memcached-sidecar beside OUT).
 set -o errexit -o nounset -o pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -18,6 +21,7 @@ command -v go >/dev/null 2>&1 || { echo "build.sh: go is not installed or not on
 
 readonly pkg="github.com/example-inc/memcached-operator"
 readonly out="${OUT:-tmp/_output/bin/memcached-operator}"
+readonly sidecar_out="${SIDECAR_OUT:-$(dirname "${out}")/memcached-sidecar}"
 
 git_commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 ldflags="-s -w -X ${pkg}/pkg/version.GitCommit=${git_commit}"
@@ -28,3 +32,5 @@ fi
 mkdir -p "$(dirname "${out}")"
 echo "building ${out} (version ${VERSION:-<default>}, commit ${git_commit})"
 CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "${ldflags}" -o "${out}" ./cmd/memcached-operator
+echo "building ${sidecar_out}"
+CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "${ldflags}" -o "${sidecar_out}" ./cmd/memcached-sidecar

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# image.sh builds or pushes the operator image with docker, podman or buildah.
+# image.sh builds or pushes the operator image, or the sidecar image that the
+# memcached pods of Memcacheds with TLS or monitoring run, with docker, podman
+# or buildah.
 #
 # Usage:
 #   tmp/build/image.sh build IMAGE   # docker build -f tmp/build/Dockerfile -t IMAGE . (repo root)
@@ -8,6 +10,8 @@
 # The binary must already be in tmp/_output/bin (tmp/build/build.sh, `make build`).
 #
 # Environment:
+#   COMPONENT         operator (tmp/build/Dockerfile, the default) or sidecar
+#                     (tmp/build/Dockerfile.sidecar).
 #   CONTAINER_TOOL    docker, podman or buildah (default: docker if its daemon
 #                     answers, else podman, else buildah).
 #   VERSION           value of the image's org.opencontainers.image.version label
@@ -39,8 +43,17 @@ image="$2"
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "${repo_root}"
 
-readonly dockerfile="tmp/build/Dockerfile"
-readonly binary="tmp/_output/bin/memcached-operator"
+case "${COMPONENT:-operator}" in
+operator)
+	readonly dockerfile="tmp/build/Dockerfile"
+	readonly binary="tmp/_output/bin/memcached-operator"
+	;;
+sidecar)
+	readonly dockerfile="tmp/build/Dockerfile.sidecar"
+	readonly binary="tmp/_output/bin/memcached-sidecar"
+	;;
+*) die "COMPONENT=${COMPONENT} is not operator or sidecar" ;;
+esac
 
 # pick_tool prints the container tool to use.
 pick_tool() {

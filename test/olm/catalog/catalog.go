@@ -38,6 +38,11 @@ const (
 	PackageFileName = PackageName + ".package.yaml"
 	// ImageRepository is the operator image that each CSV runs, tagged v<version>.
 	ImageRepository = "quay.io/example/memcached-operator"
+	// SidecarImageRepository is the sidecar image that each CSV's operator runs beside
+	// memcached (its SIDECAR_IMAGE), tagged v<version> like the operator.
+	SidecarImageRepository = "quay.io/example/memcached-sidecar"
+	// SidecarImageEnv is the operator's environment variable for the sidecar image.
+	SidecarImageEnv = "SIDECAR_IMAGE"
 	// TargetNamespacesAnnotation is the pod annotation in which OLM publishes the
 	// OperatorGroup's target namespaces; WATCH_NAMESPACE is read from it.
 	TargetNamespacesAnnotation = "olm.targetNamespaces"
@@ -65,6 +70,11 @@ func CRDFileName(crd *apiextensionsv1.CustomResourceDefinition) string {
 // Image returns the operator image of a release.
 func Image(version string) string {
 	return ImageRepository + ":v" + version
+}
+
+// SidecarImage returns the sidecar image of a release.
+func SidecarImage(version string) string {
+	return SidecarImageRepository + ":v" + version
 }
 
 // Deploy holds the manifests of deploy/ that a CSV is rendered from.
@@ -179,7 +189,7 @@ func Render(d *Deploy, version, replaces string) (*v1alpha1.ClusterServiceVersio
 	if err != nil {
 		return nil, err
 	}
-	deployment, err := deploymentSpec(d.Deployment, Image(version))
+	deployment, err := deploymentSpec(d.Deployment, version)
 	if err != nil {
 		return nil, err
 	}
@@ -253,20 +263,24 @@ func serviceAccountName(d *Deploy) (string, error) {
 	return "", fmt.Errorf("rbac.yaml RoleBinding does not bind service account %q", name)
 }
 
-// deploymentSpec returns the operator Deployment's spec with the release image and with
-// WATCH_NAMESPACE taken from OLM's target-namespaces annotation. Under OLM that annotation
+// deploymentSpec returns the operator Deployment's spec with the release's operator and
+// sidecar images and with WATCH_NAMESPACE taken from OLM's target-namespaces annotation. Under OLM that annotation
 // names the OperatorGroup's single target namespace, which for OwnNamespace is the
 // operator's own namespace, as metadata.namespace was in deploy/operator.yaml.
-func deploymentSpec(dep *appsv1.Deployment, image string) (appsv1.DeploymentSpec, error) {
+func deploymentSpec(dep *appsv1.Deployment, version string) (appsv1.DeploymentSpec, error) {
 	spec := *dep.Spec.DeepCopy()
 	containers := spec.Template.Spec.Containers
 	i := containerIndex(containers, dep.Name)
 	if i < 0 {
 		return spec, fmt.Errorf("operator.yaml Deployment %s has no container named %s", dep.Name, dep.Name)
 	}
-	containers[i].Image = image
-	found := false
+	containers[i].Image = Image(version)
+	found, sidecar := false, false
 	for j := range containers[i].Env {
+		if containers[i].Env[j].Name == SidecarImageEnv {
+			containers[i].Env[j].Value = SidecarImage(version)
+			sidecar = true
+		}
 		if containers[i].Env[j].Name == WatchNamespaceEnv {
 			containers[i].Env[j] = corev1.EnvVar{
 				Name: WatchNamespaceEnv,
@@ -279,6 +293,9 @@ func deploymentSpec(dep *appsv1.Deployment, image string) (appsv1.DeploymentSpec
 	}
 	if !found {
 		return spec, fmt.Errorf("operator.yaml container %s does not set %s", dep.Name, WatchNamespaceEnv)
+	}
+	if !sidecar {
+		return spec, fmt.Errorf("operator.yaml container %s does not set %s", dep.Name, SidecarImageEnv)
 	}
 	return spec, nil
 }

@@ -15,10 +15,13 @@ const (
 	displayName = "Memcached Operator"
 	// shortDescription is the one-line summary for catalog tiles.
 	shortDescription = "Runs memcached clusters of a chosen size and reports their pods."
-	// minKubeVersion is the oldest Kubernetes that serves every API deploy/ uses as written:
-	// apiextensions.k8s.io/v1 CRDs with scale subresources, apps/v1 and rbac/v1, and the
-	// seccompProfile field and Pod Security admission that deploy/operator.yaml is written for.
-	minKubeVersion = "1.25.0"
+	// minKubeVersion is the oldest Kubernetes whose default configuration serves all that
+	// deploy/ and the operator's children use as written. 1.30 is the first release with
+	// the preStop sleep action of the memcached pods (PodLifecycleSleepAction, beta) and
+	// the CRD rules' optionalOldSelf (CRDValidationRatcheting, beta) on by default; the
+	// rest is older: the CEL quantity library (1.29), matchLabelKeys in topology spread
+	// constraints (1.27), Pod Security admission (1.25), policy/v1 budgets (1.21).
+	minKubeVersion = "1.30.0"
 	// capabilities is the operator's capability level. Level 1, Basic Install: the operator
 	// installs, scales and rolls memcached to the image and settings a resource asks for, but
 	// never picks or upgrades the memcached version itself (level 2).

@@ -58,6 +58,55 @@ type MemcachedSpec struct {
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 	// PriorityClassName is the memcached pods' priority class.
 	PriorityClassName string `json:"priorityClassName,omitempty"`
+	// TLS, when set, makes memcached serve TLS only, with the certificate
+	// of a Secret that the pods mount; the operator never reads it.
+	TLS *MemcachedTLS `json:"tls,omitempty"`
+	// Auth, when set, makes memcached refuse clients that do not
+	// authenticate with one of the user:password lines of a Secret.
+	Auth *MemcachedAuth `json:"auth,omitempty"`
+	// Monitoring, when enabled, runs the sidecar that serves memcached's
+	// stats as Prometheus metrics on the pods' port named metrics.
+	Monitoring *MemcachedMonitoring `json:"monitoring,omitempty"`
+}
+
+// ClientCertificateMode says whether memcached asks its clients for a
+// certificate.
+type ClientCertificateMode string
+
+const (
+	// ClientCertificatesNone accepts clients without a certificate.
+	ClientCertificatesNone ClientCertificateMode = "None"
+	// ClientCertificatesRequired refuses clients without a certificate that
+	// the Secret's ca.crt signed.
+	ClientCertificatesRequired ClientCertificateMode = "Required"
+)
+
+// MemcachedTLS names the certificate memcached serves and how it treats
+// client certificates.
+type MemcachedTLS struct {
+	// SecretName names a kubernetes.io/tls Secret in the Memcached's
+	// namespace, as cert-manager writes it: tls.crt and tls.key, and ca.crt
+	// when client certificates are required. A change of its content reaches
+	// memcached without a restart.
+	SecretName string `json:"secretName"`
+	// ClientCertificates is None (the default) or Required, which needs
+	// ca.crt in the Secret.
+	ClientCertificates ClientCertificateMode `json:"clientCertificates,omitempty"`
+}
+
+// MemcachedAuth names the passwords memcached accepts.
+type MemcachedAuth struct {
+	// SecretName names a Secret in the Memcached's namespace whose key
+	// passwords holds lines of user:password, memcached's -Y file. Its first
+	// line is also the sidecar's own login.
+	SecretName string `json:"secretName"`
+}
+
+// MemcachedMonitoring turns the metrics sidecar on.
+type MemcachedMonitoring struct {
+	// Enabled runs the sidecar's metrics endpoint and exposes it on the
+	// headless Service.
+	Enabled bool `json:"enabled"`
 }
 
 // MemcachedStatus is the observed state that only the operator writes.

@@ -1,0 +1,87 @@
+// Command memcached-sidecar runs beside memcached in the pods of a Memcached
+// with TLS or monitoring: it makes memcached reload its certificate when the
+// kubelet updates the mounted Secret (pkg/sidecar.Refresher), and serves
+// memcached's stats as Prometheus metrics (pkg/sidecar.StatsCollector).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/example-inc/memcached-operator/pkg/sidecar"
+	"github.com/example-inc/memcached-operator/pkg/version"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/sirupsen/logrus"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		logrus.Fatal(err)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("memcached-sidecar", flag.ContinueOnError)
+	var d sidecar.Dialer
+	var metricsAddr string
+	var interval time.Duration
+	fs.StringVar(&d.Addr, "memcached", "127.0.0.1:11211", "memcached's host:port.")
+	fs.StringVar(&d.TLSDir, "tls-dir", "", "Folder of the mounted kubernetes.io/tls Secret memcached serves; empty: memcached speaks plaintext and nothing is refreshed.")
+	fs.BoolVar(&d.ClientCert, "client-cert", false, "Present the Secret's certificate to memcached, which requires client certificates.")
+	fs.StringVar(&d.AuthFile, "auth-file", "", "memcached's -Y file; the sidecar logs in with its first user:password line.")
+	fs.StringVar(&metricsAddr, "metrics-addr", "", "Address of the HTTP server for /metrics and /healthz, such as :9150; empty serves none.")
+	fs.DurationVar(&interval, "refresh-interval", 5*time.Second, "How often the mounted certificate is compared with the one memcached serves.")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if d.TLSDir == "" && metricsAddr == "" {
+		return errors.New("nothing to do: set --tls-dir, --metrics-addr or both")
+	}
+	if host, _, err := net.SplitHostPort(d.Addr); err != nil {
+		return fmt.Errorf("--memcached=%s: %v", d.Addr, err)
+	} else if ip := net.ParseIP(host); d.TLSDir != "" && (ip == nil || !ip.IsLoopback()) {
+		// The sidecar does not verify memcached's certificate, which is
+		// safe on the pod's own loopback only (see sidecar.Dialer.Dial).
+		return fmt.Errorf("--memcached=%s must be a loopback IP address with --tls-dir", d.Addr)
+	}
+	if interval <= 0 {
+		return fmt.Errorf("--refresh-interval=%v must be positive", interval)
+	}
+	log := logrus.StandardLogger()
+	log.Infof("memcached-sidecar %s for memcached at %s (TLS: %t, auth: %t)", version.Version, d.Addr, d.TLSDir != "", d.AuthFile != "")
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+
+	reg := prometheus.NewRegistry()
+	if d.TLSDir != "" {
+		go sidecar.NewRefresher(d, log, reg).Run(ctx, interval)
+	}
+	if metricsAddr == "" {
+		<-ctx.Done()
+		return nil
+	}
+	reg.MustRegister(&sidecar.StatsCollector{Dialer: d, Log: log})
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	srv := &http.Server{Addr: metricsAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown) // the process exits next; a slow scrape is cut
+	}()
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,200 @@
+// Package sidecar is the memcached pod's sidecar: it tells its own memcached
+// to reload its TLS certificate when the kubelet updates the mounted Secret,
+// and serves memcached's stats as Prometheus metrics. It talks to memcached
+// over the pod's loopback, with TLS and ASCII authentication when memcached
+// has them.
+package sidecar
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// The files of a kubernetes.io/tls Secret, as the kubelet mounts them.
+const (
+	certFile = "tls.crt"
+	keyFile  = "tls.key"
+	caFile   = "ca.crt"
+)
+
+// ioTimeout bounds every exchange with memcached, which answers at once on
+// the pod's loopback.
+const ioTimeout = 5 * time.Second
+
+// Dialer opens connections to memcached as the sidecar needs them.
+type Dialer struct {
+	// Addr is memcached's host:port.
+	Addr string
+	// TLSDir, when set, holds the mounted Secret: connections speak TLS.
+	TLSDir string
+	// ClientCert presents a client certificate, as memcached requires when
+	// it verifies clients: the certificate of Certificate, or of the files
+	// in TLSDir while Certificate is nil.
+	ClientCert bool
+	// Certificate, when set, is the client certificate to present.
+	Certificate *tls.Certificate
+	// AuthFile, when set, is memcached's -Y file; the sidecar logs in with
+	// its first user:password line.
+	AuthFile string
+}
+
+// Conn is an open connection to memcached.
+type Conn struct {
+	net.Conn
+	r *bufio.Reader
+	// Peer is the certificate memcached presented, nil without TLS.
+	Peer *x509.Certificate
+}
+
+// Dial connects to memcached, completes the TLS handshake and logs in.
+//
+// The handshake does not verify memcached's certificate: the connection
+// never leaves the pod's own loopback, which only the pod's containers
+// share, so there is no one to impersonate memcached. The certificate it
+// presents is what the refresh compares with the mounted one.
+func (d *Dialer) Dial(ctx context.Context) (*Conn, error) {
+	var nd net.Dialer
+	raw, err := nd.DialContext(ctx, "tcp", d.Addr)
+	if err != nil {
+		return nil, err
+	}
+	c := &Conn{Conn: raw}
+	if d.TLSDir != "" {
+		cfg := &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}
+		if d.ClientCert {
+			cert := d.Certificate
+			if cert == nil {
+				pair, err := LoadPair(d.TLSDir)
+				if err != nil {
+					raw.Close()
+					return nil, err
+				}
+				cert = &pair
+			}
+			cfg.Certificates = []tls.Certificate{*cert}
+		}
+		tc := tls.Client(raw, cfg)
+		_ = tc.SetDeadline(time.Now().Add(ioTimeout))
+		if err := tc.HandshakeContext(ctx); err != nil {
+			raw.Close()
+			return nil, fmt.Errorf("TLS handshake with %s: %v", d.Addr, err)
+		}
+		if peers := tc.ConnectionState().PeerCertificates; len(peers) > 0 {
+			c.Peer = peers[0]
+		}
+		c.Conn = tc
+	}
+	c.r = bufio.NewReader(c.Conn)
+	if d.AuthFile != "" {
+		if err := c.login(d.AuthFile); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// login authenticates with the first user:password line of file, as
+// memcached's ASCII authentication expects it: a set of any key whose data
+// is the user and the password separated by a space.
+func (c *Conn) login(file string) error {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	var user, password string
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if u, p, ok := strings.Cut(line, ":"); ok && u != "" {
+			user, password = u, p
+			break
+		}
+	}
+	if user == "" {
+		return fmt.Errorf("%s has no user:password line", file)
+	}
+	token := user + " " + password
+	reply, err := c.command(fmt.Sprintf("set auth 0 0 %d\r\n%s\r\n", len(token), token))
+	if err != nil {
+		return err
+	}
+	if reply != "STORED" {
+		return fmt.Errorf("memcached refused the login of user %s: %s", user, reply)
+	}
+	return nil
+}
+
+// command sends req and returns memcached's one-line reply.
+func (c *Conn) command(req string) (string, error) {
+	_ = c.SetDeadline(time.Now().Add(ioTimeout))
+	if _, err := c.Write([]byte(req)); err != nil {
+		return "", err
+	}
+	line, err := c.r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimRight(line, "\r\n"), nil
+}
+
+// Stats returns the lines of memcached's stats command, by name.
+func (c *Conn) Stats() (map[string]string, error) {
+	_ = c.SetDeadline(time.Now().Add(ioTimeout))
+	if _, err := c.Write([]byte("stats\r\n")); err != nil {
+		return nil, err
+	}
+	stats := map[string]string{}
+	for {
+		line, err := c.r.ReadString('\n')
+		if err != nil {
+			return nil, err
+		}
+		line = strings.TrimRight(line, "\r\n")
+		if line == "END" {
+			return stats, nil
+		}
+		fields := strings.Fields(line)
+		if len(fields) != 3 || fields[0] != "STAT" {
+			return nil, fmt.Errorf("unexpected reply to stats: %q", line)
+		}
+		stats[fields[1]] = fields[2]
+	}
+}
+
+// RefreshCerts tells memcached to reload its certificate files.
+func (c *Conn) RefreshCerts() error {
+	reply, err := c.command("refresh_certs\r\n")
+	if err != nil {
+		return err
+	}
+	if reply != "OK" {
+		return fmt.Errorf("refresh_certs: %s", reply)
+	}
+	return nil
+}
+
+// LoadPair reads the certificate and key of the Secret mounted in dir.
+func LoadPair(dir string) (tls.Certificate, error) {
+	return tls.LoadX509KeyPair(filepath.Join(dir, certFile), filepath.Join(dir, keyFile))
+}
+
+// errNoCertificate reports a handshake without a server certificate.
+var errNoCertificate = errors.New("memcached presented no certificate")
+
+// samePeer reports whether c's peer certificate is der.
+func samePeer(c *Conn, der []byte) (bool, error) {
+	if c.Peer == nil {
+		return false, errNoCertificate
+	}
+	return bytes.Equal(c.Peer.Raw, der), nil
+}

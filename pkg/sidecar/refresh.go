@@ -1,0 +1,175 @@
+package sidecar
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
+)
+
+// Refresher keeps memcached serving the certificate of the mounted Secret.
+// The kubelet replaces the Secret's files, all at once, within about a
+// minute of a change of the Secret; memcached reads them only at its start
+// and on refresh_certs, which Check sends when they changed. Existing
+// connections keep their session, new ones get the new certificate, and the
+// cache keeps its keys.
+type Refresher struct {
+	// Dialer reaches memcached; its TLSDir is the mounted Secret.
+	Dialer Dialer
+	// Log receives a line for every refresh and every failure.
+	Log logrus.FieldLogger
+
+	refreshes *prometheus.CounterVec
+	notAfter  prometheus.Gauge
+
+	// served is the hash of the files memcached is known to serve.
+	served [sha256.Size]byte
+	// client is the certificate memcached is known to accept from the
+	// sidecar, nil before the first check; a refresh may bring a CA that
+	// no longer signs the old one, so it changes only after a refresh.
+	client *tls.Certificate
+	// refused is the hash of files Check last found unusable, so that
+	// their error is logged once, not on every check.
+	refused [sha256.Size]byte
+}
+
+// NewRefresher returns a Refresher whose metrics reg registers.
+func NewRefresher(d Dialer, log logrus.FieldLogger, reg prometheus.Registerer) *Refresher {
+	r := &Refresher{
+		Dialer: d,
+		Log:    log,
+		refreshes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "memcached_sidecar_certificate_refreshes_total",
+			Help: "Certificate changes the sidecar made memcached load with refresh_certs, by result: success once new connections get the new certificate, failure otherwise.",
+		}, []string{"result"}),
+		notAfter: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "memcached_sidecar_certificate_not_after_timestamp_seconds",
+			Help: "When the certificate that memcached serves expires, in Unix seconds.",
+		}),
+	}
+	r.refreshes.WithLabelValues("success")
+	r.refreshes.WithLabelValues("failure")
+	reg.MustRegister(r.refreshes, r.notAfter)
+	return r
+}
+
+// Run calls Check every interval until ctx ends.
+func (r *Refresher) Run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if err := r.Check(ctx); err != nil {
+			r.Log.Error(err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Check compares the mounted files with those memcached serves and, when
+// they differ, sends refresh_certs and confirms that a new connection gets
+// the mounted certificate. A failure is retried on the next check.
+func (r *Refresher) Check(ctx context.Context) error {
+	sum, pair, err := r.read()
+	if err != nil {
+		if sum != r.refused {
+			r.refused = sum
+			return fmt.Errorf("the mounted certificate is not usable yet: %v", err)
+		}
+		return nil
+	}
+	if sum == r.served {
+		return nil
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return fmt.Errorf("failed to parse %s: %v", certFile, err)
+	}
+	if r.client == nil {
+		r.client = &pair
+	}
+	// Until memcached is seen serving, as while it starts, nothing is a
+	// failed refresh.
+	first := r.served == [sha256.Size]byte{}
+	d := r.Dialer
+	d.Certificate = r.client
+	c, err := d.Dial(ctx)
+	if err != nil {
+		return r.failed(first, "failed to connect to memcached: %v", err)
+	}
+	defer c.Close()
+	if same, err := samePeer(c, leaf.Raw); err != nil {
+		return r.failed(first, "%v", err)
+	} else if same {
+		// Memcached serves these files already: at the sidecar's start,
+		// or after a refresh that a failed confirmation left unconfirmed.
+		r.served = sum
+		r.notAfter.Set(float64(leaf.NotAfter.Unix()))
+		return nil
+	}
+	if err := c.RefreshCerts(); err != nil {
+		return r.failed(false, "memcached refused to reload its certificate: %v", err)
+	}
+	d.Certificate = &pair
+	confirm, err := d.Dial(ctx)
+	if err != nil {
+		return r.failed(false, "failed to connect to memcached after refresh_certs: %v", err)
+	}
+	defer confirm.Close()
+	if same, err := samePeer(confirm, leaf.Raw); err != nil || !same {
+		return r.failed(false, "memcached still serves certificate serial %s after refresh_certs, not the mounted serial %s", serial(confirm), leaf.SerialNumber)
+	}
+	r.served, r.client = sum, &pair
+	r.notAfter.Set(float64(leaf.NotAfter.Unix()))
+	r.refreshes.WithLabelValues("success").Inc()
+	r.Log.WithFields(logrus.Fields{
+		"subject":  leaf.Subject.String(),
+		"serial":   leaf.SerialNumber.String(),
+		"notAfter": leaf.NotAfter.UTC().Format(time.RFC3339),
+	}).Info("memcached reloaded its certificate with refresh_certs; new connections get it")
+	return nil
+}
+
+// failed counts a failed refresh, unless memcached was never seen serving,
+// and returns its error.
+func (r *Refresher) failed(first bool, format string, args ...interface{}) error {
+	if !first {
+		r.refreshes.WithLabelValues("failure").Inc()
+	}
+	return fmt.Errorf(format, args...)
+}
+
+// read returns the hash of the mounted files, or of why one cannot be
+// read, and their key pair.
+func (r *Refresher) read() (sum [sha256.Size]byte, pair tls.Certificate, err error) {
+	h := sha256.New()
+	for _, name := range []string{certFile, keyFile, caFile} {
+		b, err := os.ReadFile(filepath.Join(r.Dialer.TLSDir, name))
+		if err != nil && !(name == caFile && os.IsNotExist(err)) {
+			b = []byte(err.Error())
+		}
+		h.Write([]byte(name))
+		h.Write(b)
+	}
+	copy(sum[:], h.Sum(nil))
+	pair, err = LoadPair(r.Dialer.TLSDir)
+	return sum, pair, err
+}
+
+// serial returns the serial number of c's peer, or "none".
+func serial(c *Conn) string {
+	if c.Peer == nil {
+		return "none"
+	}
+	return c.Peer.SerialNumber.String()
+}

@@ -1,0 +1,170 @@
+package stub
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/example-inc/memcached-operator/pkg/version"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// DefaultSidecarImage is the image of the sidecar that refreshes memcached's
+// certificates and serves its metrics, unless --sidecar-image or
+// SIDECAR_IMAGE say otherwise: the operator's own release, which
+// tmp/build/Dockerfile.sidecar builds.
+var DefaultSidecarImage = "quay.io/example/memcached-sidecar:v" + version.Version
+
+const (
+	// sidecarName names the sidecar container.
+	sidecarName = "sidecar"
+	// metricsPort is the sidecar's metrics port, memcached_exporter's, so
+	// that scrape configs written for it find ours.
+	metricsPort = 9150
+	// metricsPortName names the metrics port in the pods and the Service.
+	metricsPortName = "metrics"
+	// tlsVolume and authVolume name the Secret volumes, mounted at tlsDir
+	// and authDir in both containers.
+	tlsVolume  = "tls"
+	authVolume = "auth"
+	tlsDir     = "/etc/memcached/tls"
+	authDir    = "/etc/memcached/auth"
+	// The keys of the Secrets that spec.tls and spec.auth name: those of a
+	// kubernetes.io/tls Secret, and the -Y file.
+	tlsCertKey  = "tls.crt"
+	tlsKeyKey   = "tls.key"
+	tlsCAKey    = "ca.crt"
+	authFileKey = "passwords"
+	// secretMode lets the files' owner, root, and the pod's fsGroup, which
+	// memcached and the sidecar run in, read the Secrets' files, and no one else.
+	secretMode = 0o440
+	// sslVerifyRequire is memcached's ssl_verify_mode that refuses clients
+	// without a certificate the CA signed.
+	sslVerifyRequire = 2
+)
+
+// securityArgs are memcached's options for m's TLS and auth: with TLS, -Z
+// makes every TCP listener TLS only, so plaintext is off.
+func securityArgs(m *v1alpha1.Memcached) []string {
+	var args []string
+	if t := m.Spec.TLS; t != nil {
+		opts := []string{
+			"ssl_chain_cert=" + tlsDir + "/" + tlsCertKey,
+			"ssl_key=" + tlsDir + "/" + tlsKeyKey,
+		}
+		if t.ClientCertificates == v1alpha1.ClientCertificatesRequired {
+			opts = append(opts, "ssl_ca_cert="+tlsDir+"/"+tlsCAKey, "ssl_verify_mode="+strconv.Itoa(sslVerifyRequire))
+		}
+		args = append(args, "-Z", "-o", strings.Join(opts, ","))
+	}
+	if m.Spec.Auth != nil {
+		args = append(args, "-Y", authDir+"/"+authFileKey)
+	}
+	return args
+}
+
+// requiredSecretKeys returns, for each Secret that m's pods mount, the keys
+// memcached needs, as environment variables of the memcached container.
+// Their values are never used: they are how the operator, which may not
+// read Secrets, makes the kubelet tell a missing Secret or key. The Secret
+// volumes are optional, so the kubelet starts the pod whatever the Secret
+// holds, and then refuses to start the memcached container with reason
+// CreateContainerConfigError and a message that names the Secret or the
+// key; the status reports that reason as Degraded, and the container waits
+// without crash-looping until the Secret is fixed. The memcached process
+// gains nothing it cannot already read from the mounted files.
+func requiredSecretKeys(m *v1alpha1.Memcached) []corev1.EnvVar {
+	var env []corev1.EnvVar
+	ref := func(name, secret, key string) {
+		env = append(env, corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{
+			SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: secret},
+				Key:                  key,
+			},
+		}})
+	}
+	if t := m.Spec.TLS; t != nil {
+		ref("REQUIRED_TLS_CRT", t.SecretName, tlsCertKey)
+		ref("REQUIRED_TLS_KEY", t.SecretName, tlsKeyKey)
+		if t.ClientCertificates == v1alpha1.ClientCertificatesRequired {
+			ref("REQUIRED_CA_CRT", t.SecretName, tlsCAKey)
+		}
+	}
+	if a := m.Spec.Auth; a != nil {
+		ref("REQUIRED_AUTH_PASSWORDS", a.SecretName, authFileKey)
+	}
+	return env
+}
+
+// secretVolumes are the pod's volumes of m's Secrets, and their mounts.
+// They are optional for the reason requiredSecretKeys gives.
+func secretVolumes(m *v1alpha1.Memcached) ([]corev1.Volume, []corev1.VolumeMount) {
+	var volumes []corev1.Volume
+	var mounts []corev1.VolumeMount
+	add := func(name, secret, dir string) {
+		mode := int32(secretMode)
+		optional := true
+		volumes = append(volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{
+			Secret: &corev1.SecretVolumeSource{SecretName: secret, DefaultMode: &mode, Optional: &optional},
+		}})
+		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: dir, ReadOnly: true})
+	}
+	if t := m.Spec.TLS; t != nil {
+		add(tlsVolume, t.SecretName, tlsDir)
+	}
+	if a := m.Spec.Auth; a != nil {
+		add(authVolume, a.SecretName, authDir)
+	}
+	return volumes, mounts
+}
+
+// needsSidecar reports whether m's pods run the sidecar: to refresh
+// certificates with TLS, and to serve metrics with monitoring.
+func needsSidecar(m *v1alpha1.Memcached) bool {
+	return m.Spec.TLS != nil || monitored(m)
+}
+
+// monitored reports whether m asks for metrics.
+func monitored(m *v1alpha1.Memcached) bool {
+	return m.Spec.Monitoring != nil && m.Spec.Monitoring.Enabled
+}
+
+// sidecarContainer returns the sidecar of m's pods, running image with the
+// same mounts as memcached and as restricted a security context. It talks
+// to its own memcached over the pod's loopback, with TLS and auth when m
+// has them.
+func sidecarContainer(m *v1alpha1.Memcached, image string, mounts []corev1.VolumeMount, security *corev1.SecurityContext) corev1.Container {
+	args := []string{"--memcached=127.0.0.1:" + strconv.Itoa(memcachedPort)}
+	if t := m.Spec.TLS; t != nil {
+		args = append(args, "--tls-dir="+tlsDir)
+		if t.ClientCertificates == v1alpha1.ClientCertificatesRequired {
+			args = append(args, "--client-cert")
+		}
+	}
+	if m.Spec.Auth != nil {
+		args = append(args, "--auth-file="+authDir+"/"+authFileKey)
+	}
+	c := corev1.Container{
+		Name:                     sidecarName,
+		Image:                    image,
+		Args:                     args,
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		VolumeMounts:             mounts,
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{
+				corev1.ResourceCPU:    resource.MustParse("5m"),
+				corev1.ResourceMemory: resource.MustParse("16Mi"),
+			},
+			Limits: corev1.ResourceList{
+				corev1.ResourceMemory: resource.MustParse("32Mi"),
+			},
+		},
+		SecurityContext: security,
+	}
+	if monitored(m) {
+		c.Args = append(c.Args, "--metrics-addr=:"+strconv.Itoa(metricsPort))
+		c.Ports = []corev1.ContainerPort{{Name: metricsPortName, ContainerPort: metricsPort, Protocol: corev1.ProtocolTCP}}
+	}
+	return c
+}

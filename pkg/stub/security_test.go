@@ -1,0 +1,244 @@
+package stub
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// securityCases are Memcacheds with TLS, auth and monitoring in the
+// combinations whose pods differ.
+var securityCases = []struct {
+	name string
+	spec func(*v1alpha1.MemcachedSpec)
+	// wantArgs follow memcached's -v in the command.
+	wantArgs []string
+	// wantEnv are the names of the Secret keys the memcached container refers to.
+	wantEnv []string
+	// wantVolumes are name:secret of the pod's volumes.
+	wantVolumes []string
+	// wantSidecarArgs is nil when the pod has no sidecar.
+	wantSidecarArgs []string
+	wantPorts       []string
+}{
+	{
+		name:      "none",
+		spec:      func(*v1alpha1.MemcachedSpec) {},
+		wantPorts: []string{"memcached"},
+	},
+	{
+		name:            "TLS",
+		spec:            func(s *v1alpha1.MemcachedSpec) { s.TLS = &v1alpha1.MemcachedTLS{SecretName: "cert"} },
+		wantArgs:        []string{"-Z", "-o", "ssl_chain_cert=/etc/memcached/tls/tls.crt,ssl_key=/etc/memcached/tls/tls.key"},
+		wantEnv:         []string{"cert/tls.crt", "cert/tls.key"},
+		wantVolumes:     []string{"tls:cert"},
+		wantSidecarArgs: []string{"--memcached=127.0.0.1:11211", "--tls-dir=/etc/memcached/tls"},
+		wantPorts:       []string{"memcached"},
+	},
+	{
+		name: "TLS with client certificates, auth and monitoring",
+		spec: func(s *v1alpha1.MemcachedSpec) {
+			s.TLS = &v1alpha1.MemcachedTLS{SecretName: "cert", ClientCertificates: v1alpha1.ClientCertificatesRequired}
+			s.Auth = &v1alpha1.MemcachedAuth{SecretName: "users"}
+			s.Monitoring = &v1alpha1.MemcachedMonitoring{Enabled: true}
+		},
+		wantArgs: []string{"-Z", "-o", "ssl_chain_cert=/etc/memcached/tls/tls.crt,ssl_key=/etc/memcached/tls/tls.key,ssl_ca_cert=/etc/memcached/tls/ca.crt,ssl_verify_mode=2",
+			"-Y", "/etc/memcached/auth/passwords"},
+		wantEnv:         []string{"cert/tls.crt", "cert/tls.key", "cert/ca.crt", "users/passwords"},
+		wantVolumes:     []string{"tls:cert", "auth:users"},
+		wantSidecarArgs: []string{"--memcached=127.0.0.1:11211", "--tls-dir=/etc/memcached/tls", "--client-cert", "--auth-file=/etc/memcached/auth/passwords", "--metrics-addr=:9150"},
+		wantPorts:       []string{"memcached", "metrics"},
+	},
+	{
+		name:        "auth only",
+		spec:        func(s *v1alpha1.MemcachedSpec) { s.Auth = &v1alpha1.MemcachedAuth{SecretName: "users"} },
+		wantArgs:    []string{"-Y", "/etc/memcached/auth/passwords"},
+		wantEnv:     []string{"users/passwords"},
+		wantVolumes: []string{"auth:users"},
+		wantPorts:   []string{"memcached"},
+	},
+	{
+		name:            "monitoring only",
+		spec:            func(s *v1alpha1.MemcachedSpec) { s.Monitoring = &v1alpha1.MemcachedMonitoring{Enabled: true} },
+		wantSidecarArgs: []string{"--memcached=127.0.0.1:11211", "--metrics-addr=:9150"},
+		wantPorts:       []string{"memcached", "metrics"},
+	},
+	{
+		name:      "monitoring off",
+		spec:      func(s *v1alpha1.MemcachedSpec) { s.Monitoring = &v1alpha1.MemcachedMonitoring{} },
+		wantPorts: []string{"memcached"},
+	},
+}
+
+func TestPodOfTLSAuthAndMonitoring(t *testing.T) {
+	for _, tt := range securityCases {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newMemcached("example", 1)
+			tt.spec(&m.Spec)
+
+			spec := newDeploymentForMemcached(m, testImage, testSidecarImage).Spec.Template.Spec
+
+			mc := spec.Containers[0]
+			i := indexOf(mc.Command, "-v")
+			if got := mc.Command[i+1:]; !reflect.DeepEqual(got, tt.wantArgs) && len(got)+len(tt.wantArgs) > 0 {
+				t.Errorf("args after -v: got %q, want %q", got, tt.wantArgs)
+			}
+			var env []string
+			for _, e := range mc.Env {
+				if r := e.ValueFrom; r == nil || r.SecretKeyRef == nil {
+					t.Errorf("env %s: got %+v, want a Secret key reference", e.Name, e.ValueFrom)
+				} else {
+					env = append(env, r.SecretKeyRef.Name+"/"+r.SecretKeyRef.Key)
+				}
+			}
+			if !reflect.DeepEqual(env, tt.wantEnv) {
+				t.Errorf("env: got %v, want %v", env, tt.wantEnv)
+			}
+			var volumes []string
+			for _, v := range spec.Volumes {
+				s := v.Secret
+				if s == nil || s.Optional == nil || !*s.Optional || s.DefaultMode == nil || *s.DefaultMode != 0o440 {
+					t.Errorf("volume %s: got %+v, want an optional Secret readable by owner and group", v.Name, v.VolumeSource)
+					continue
+				}
+				volumes = append(volumes, v.Name+":"+s.SecretName)
+			}
+			if !reflect.DeepEqual(volumes, tt.wantVolumes) {
+				t.Errorf("volumes: got %v, want %v", volumes, tt.wantVolumes)
+			}
+			if len(mc.VolumeMounts) != len(spec.Volumes) {
+				t.Errorf("memcached mounts %d volumes, want %d", len(mc.VolumeMounts), len(spec.Volumes))
+			}
+			if fs := spec.SecurityContext.FSGroup; (fs != nil) != (len(spec.Volumes) > 0) || fs != nil && *fs != memcachedUID {
+				t.Errorf("fsGroup: got %v, want %d only with Secret volumes", fs, memcachedUID)
+			}
+
+			if tt.wantSidecarArgs == nil {
+				if len(spec.Containers) != 1 {
+					t.Errorf("got %d containers, want memcached alone", len(spec.Containers))
+				}
+			} else {
+				if len(spec.Containers) != 2 {
+					t.Fatalf("got %d containers, want memcached and the sidecar", len(spec.Containers))
+				}
+				sc := spec.Containers[1]
+				if sc.Name != sidecarName || sc.Image != testSidecarImage {
+					t.Errorf("sidecar: got %s %s, want %s %s", sc.Name, sc.Image, sidecarName, testSidecarImage)
+				}
+				if !reflect.DeepEqual(sc.Args, tt.wantSidecarArgs) {
+					t.Errorf("sidecar args: got %q, want %q", sc.Args, tt.wantSidecarArgs)
+				}
+				if !reflect.DeepEqual(sc.VolumeMounts, mc.VolumeMounts) {
+					t.Errorf("sidecar mounts %v, want memcached's %v", sc.VolumeMounts, mc.VolumeMounts)
+				}
+				if !reflect.DeepEqual(sc.SecurityContext, mc.SecurityContext) {
+					t.Errorf("sidecar security context %+v, want memcached's %+v", sc.SecurityContext, mc.SecurityContext)
+				}
+				if _, ok := sc.Resources.Limits[corev1.ResourceMemory]; !ok {
+					t.Errorf("sidecar has no memory limit")
+				}
+				hasPort := len(sc.Ports) == 1 && sc.Ports[0].Name == metricsPortName && sc.Ports[0].ContainerPort == metricsPort
+				if hasPort != monitored(m) {
+					t.Errorf("sidecar ports %+v, want the metrics port only with monitoring", sc.Ports)
+				}
+			}
+
+			var ports []string
+			for _, p := range newServiceForMemcached(m).Spec.Ports {
+				if p.TargetPort.StrVal != p.Name {
+					t.Errorf("service port %s targets %v, want the container port of its name", p.Name, p.TargetPort)
+				}
+				ports = append(ports, p.Name)
+			}
+			if !reflect.DeepEqual(ports, tt.wantPorts) {
+				t.Errorf("service ports: got %v, want %v", ports, tt.wantPorts)
+			}
+		})
+	}
+}
+
+// TestNoSecurityAddsNoPodFields checks that a Memcached without TLS, auth
+// or monitoring gets none of their pod fields, so that its pod template
+// hash is the one of operator versions before them, and upgrading the
+// operator rolls no pods.
+func TestNoSecurityAddsNoPodFields(t *testing.T) {
+	u, err := deploymentManifest(newDeploymentForMemcached(newMemcached("example", 1), testImage, testSidecarImage))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, _, err := unstructured.NestedMap(u.Object, "spec", "template", "spec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := spec["volumes"]; ok {
+		t.Errorf("pod spec has volumes %v", v)
+	}
+	if fs, ok, _ := unstructured.NestedFieldNoCopy(spec, "securityContext", "fsGroup"); ok {
+		t.Errorf("pod spec has fsGroup %v", fs)
+	}
+	containers, _, _ := unstructured.NestedSlice(spec, "containers")
+	if len(containers) != 1 {
+		t.Fatalf("got %d containers, want 1", len(containers))
+	}
+	for _, field := range []string{"env", "volumeMounts"} {
+		if v, ok := containers[0].(map[string]interface{})[field]; ok {
+			t.Errorf("memcached container has %s %v", field, v)
+		}
+	}
+}
+
+func indexOf(s []string, v string) int {
+	for i, e := range s {
+		if e == v {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestValidateSecurity(t *testing.T) {
+	tests := []struct {
+		name string
+		spec func(*v1alpha1.MemcachedSpec)
+		want string
+	}{
+		{name: "TLS and auth", spec: func(s *v1alpha1.MemcachedSpec) {
+			s.TLS = &v1alpha1.MemcachedTLS{SecretName: "cert", ClientCertificates: v1alpha1.ClientCertificatesRequired}
+			s.Auth = &v1alpha1.MemcachedAuth{SecretName: "users"}
+			s.ExtraArgs = []string{"--protocol=ascii"}
+		}},
+		{name: "binary protocol without auth", spec: func(s *v1alpha1.MemcachedSpec) { s.ExtraArgs = []string{"--protocol=binary"} }},
+		{name: "auth with the binary protocol", spec: func(s *v1alpha1.MemcachedSpec) {
+			s.Auth = &v1alpha1.MemcachedAuth{SecretName: "users"}
+			s.ExtraArgs = []string{"--protocol=binary"}
+		}, want: `spec.extraArgs[0]: "--protocol=binary": spec.auth needs --protocol=ascii or none`},
+		{name: "auth with the auto protocol", spec: func(s *v1alpha1.MemcachedSpec) {
+			s.Auth = &v1alpha1.MemcachedAuth{SecretName: "users"}
+			s.ExtraArgs = []string{"--threads=2", "--protocol=auto"}
+		}, want: `spec.extraArgs[1]: "--protocol=auto"`},
+		{name: "TLS Secret name", spec: func(s *v1alpha1.MemcachedSpec) { s.TLS = &v1alpha1.MemcachedTLS{SecretName: "Bad_Name"} },
+			want: `spec.tls.secretName: "Bad_Name" is not the name of a Secret`},
+		{name: "empty auth Secret name", spec: func(s *v1alpha1.MemcachedSpec) { s.Auth = &v1alpha1.MemcachedAuth{} },
+			want: `spec.auth.secretName: "" is not the name of a Secret`},
+		{name: "unknown client certificate mode", spec: func(s *v1alpha1.MemcachedSpec) {
+			s.TLS = &v1alpha1.MemcachedTLS{SecretName: "cert", ClientCertificates: "Optional"}
+		}, want: `spec.tls.clientCertificates: "Optional" is not None or Required`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newMemcached("example", 1)
+			tt.spec(&m.Spec)
+			err := validateSpec(m)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("got %v, want no error", err)
+			case tt.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tt.want)):
+				t.Errorf("got %v, want an error starting %q", err, tt.want)
+			}
+		})
+	}
+}

@@ -8,6 +8,11 @@
 // (NewBroadcasterWithCorrelatorOptions came later). A Memcached whose size
 // an autoscaler changes 25 times, each change a Normal DeploymentScaled,
 // would thus lose the Warning of the failure that follows.
+//
+// NewRecorder therefore sends Normal and Warning Events through
+// broadcasters of their own, so that each type has its own budget
+// (TestWarningsHaveTheirOwnBudget; through the handler,
+// TestWarningAfterManyScalesReachesTheAPI in pkg/stub).
 package events
 
 import (

@@ -1,13 +1,3 @@
-// Package leader elects one leader among the operator's replicas, so that
-// only one of them reconciles at a time, with client-go 1.11's
-// tools/leaderelection on a coordination.k8s.io/v1 Lease.
-//
-// client-go 1.11 can lock only on a ConfigMap or an Endpoints object, which
-// stores the leader in an annotation and makes every renewal look like a
-// change to an object that other controllers watch. A Lease is the object the
-// API now has for exactly this (client-go added a Lease lock in 1.14, and
-// kube-controller-manager and kube-scheduler use one), so LeaseLock provides
-// one for 1.11.
 package leader
 
 import (

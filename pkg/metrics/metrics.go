@@ -7,6 +7,14 @@
 // else, to what a scraper sees. That also leaves out the operator-sdk's own
 // operator_event_types_total and operator_reconcile_results_total, which count
 // only the SDK's share of the reconciles that Metrics counts in full.
+//
+// Server serves GET /metrics, /healthz and /readyz and nothing else: no
+// pprof, no expvar, no index (TestServesNothingElse). /healthz asks the API
+// server nothing, so an API outage never makes the kubelet restart every
+// replica at once; /readyz fails while a check that main adds fails: the
+// leader election's answer about the Lease and, while leading or without
+// election, the caches' first sync (TestHealthAndReadiness; on the real
+// node, TestOperatorProbesAndMetrics and TestReadinessFollowsTheLease).
 package metrics
 
 import (

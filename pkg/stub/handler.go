@@ -1,10 +1,3 @@
-// Package stub holds the memcached-operator's event handler: for every
-// Memcached it keeps a memcached Deployment of spec.size pods running the
-// pod template the spec asks for, a headless Service that lists them,
-// with more than one pod a PodDisruptionBudget and, with monitoring where
-// the API is served, a ServiceMonitor; and it reports the pods in
-// status: their names, how many are Ready, and conditions that say whether
-// they are available, still changing and, if something is wrong, why.
 package stub
 
 import (

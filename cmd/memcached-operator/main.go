@@ -289,17 +289,24 @@ func newElector(opts *options, base *rest.Config, namespace string, recorder rec
 	// The Lease gets a client of its own: its requests never wait behind
 	// the reconcile's for a rate limiter (a renewal is a GET and a PUT per
 	// retry period), and none of them can hang for longer than half the
-	// renew deadline, so that the elector gets to retry in time.
+	// renew deadline, so that the elector gets to retry in time. Its watch
+	// gets a twin without that timeout, which client-go 1.11 would apply to
+	// the watch too.
 	cfg := rest.CopyConfig(base)
 	cfg.QPS, cfg.Burst = 10, 20
-	cfg.Timeout = opts.renewDeadline / 2
 	rest.AddUserAgent(cfg, component+"/leader-election")
+	watcher, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("failed to create the leader election client: %v", err)
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.Timeout = opts.renewDeadline / 2
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("failed to create the leader election client: %v", err)
 	}
 	return leader.New(leader.Config{
-		Lock:          leader.NewLeaseLock(dyn, namespace, component, identity, recorder),
+		Lock:          leader.NewLeaseLock(dyn, watcher, namespace, component, identity, recorder),
 		LeaseDuration: opts.leaseDuration,
 		RenewDeadline: opts.renewDeadline,
 		RetryPeriod:   opts.retryPeriod,

@@ -290,5 +290,5 @@ func (f *front) lock(t *testing.T, identity string) *LeaseLock {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return NewLeaseLock(dyn, testNamespace, testLease, identity, nil)
+	return NewLeaseLock(dyn, dyn, testNamespace, testLease, identity, nil)
 }

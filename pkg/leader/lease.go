@@ -86,6 +86,7 @@ const ReasonLeaderElection = "LeaderElection"
 // called from any.
 type LeaseLock struct {
 	client    dynamic.ResourceInterface
+	watcher   dynamic.ResourceInterface
 	namespace string
 	name      string
 	identity  string
@@ -130,12 +131,16 @@ type LeaseLock struct {
 
 // NewLeaseLock returns a lock on the Lease namespace/name for the candidate
 // identity, through client (a dynamic client whose own rate limit keeps the
-// renewals from queueing behind other requests). recorder, if not nil,
-// records an Event on the Lease when this candidate becomes or stops being
-// the leader.
-func NewLeaseLock(client dynamic.Interface, namespace, name, identity string, recorder record.EventRecorder) *LeaseLock {
+// renewals from queueing behind other requests) and, for its watch,
+// watcher: a client without a request timeout, since client-go 1.11 ends a
+// watch at the timeout, and a watch that ends every few seconds would keep
+// a missing Lease from ever being taken (see followChanges). recorder, if
+// not nil, records an Event on the Lease when this candidate becomes or
+// stops being the leader.
+func NewLeaseLock(client, watcher dynamic.Interface, namespace, name, identity string, recorder record.EventRecorder) *LeaseLock {
 	return &LeaseLock{
 		client:    client.Resource(LeaseResource).Namespace(namespace),
+		watcher:   watcher.Resource(LeaseResource).Namespace(namespace),
 		namespace: namespace,
 		name:      name,
 		identity:  identity,
@@ -532,7 +537,7 @@ func (l *LeaseLock) followChanges(ctx context.Context) {
 	opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", l.name).String()}
 	failing := false
 	for ctx.Err() == nil {
-		w, err := l.client.Watch(opts)
+		w, err := l.watcher.Watch(opts)
 		if err == nil {
 			failing = false
 			l.noteChange(true)

@@ -203,12 +203,18 @@ func newPolicyScheme() *runtime.Scheme {
 // for policy/v1 PodDisruptionBudgets as client-go 1.11's policy/v1beta1
 // types.
 func NewPodDisruptionBudgetRESTClient(cfg *rest.Config) (*rest.RESTClient, error) {
+	return jsonRESTClient(cfg, policyV1, policyScheme)
+}
+
+// jsonRESTClient returns a REST client, from cfg, that speaks JSON to the
+// API group version gv and decodes with scheme.
+func jsonRESTClient(cfg *rest.Config, gv schema.GroupVersion, scheme *runtime.Scheme) (*rest.RESTClient, error) {
 	cfg = rest.CopyConfig(cfg)
-	cfg.GroupVersion = &policyV1
+	cfg.GroupVersion = &gv
 	cfg.APIPath = "/apis"
 	cfg.ContentType = runtime.ContentTypeJSON
 	cfg.AcceptContentTypes = runtime.ContentTypeJSON
-	cfg.NegotiatedSerializer = serializer.DirectCodecFactory{CodecFactory: serializer.NewCodecFactory(policyScheme)}
+	cfg.NegotiatedSerializer = serializer.DirectCodecFactory{CodecFactory: serializer.NewCodecFactory(scheme)}
 	return rest.RESTClientFor(cfg)
 }
 
@@ -228,12 +234,5 @@ func newMonitoringScheme() *runtime.Scheme {
 // which the API server requires and client-go 1.11's dynamic client leaves
 // out of creates and deletes.
 func NewServiceMonitorRESTClient(cfg *rest.Config) (*rest.RESTClient, error) {
-	cfg = rest.CopyConfig(cfg)
-	gv := serviceMonitorGVR.GroupVersion()
-	cfg.GroupVersion = &gv
-	cfg.APIPath = "/apis"
-	cfg.ContentType = runtime.ContentTypeJSON
-	cfg.AcceptContentTypes = runtime.ContentTypeJSON
-	cfg.NegotiatedSerializer = serializer.DirectCodecFactory{CodecFactory: serializer.NewCodecFactory(monitoringScheme)}
-	return rest.RESTClientFor(cfg)
+	return jsonRESTClient(cfg, serviceMonitorGVR.GroupVersion(), monitoringScheme)
 }

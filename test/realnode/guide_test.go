@@ -197,10 +197,18 @@ func TestGuideVerbatim(t *testing.T) {
 			}
 		}
 		for _, p := range o.Pods {
+			found := 0
 			for _, c := range p.Status.ContainerStatuses {
-				if c.Name == "memcached" && c.Image != "docker.io/library/"+guideMemcachedImage {
+				if c.Name != "memcached" {
+					continue
+				}
+				found++
+				if c.Image != "docker.io/library/"+guideMemcachedImage {
 					t.Errorf("pod %s runs %s, want the operator's default %s", p.Metadata.Name, c.Image, guideMemcachedImage)
 				}
+			}
+			if found != 1 {
+				t.Errorf("pod %s has %d memcached container statuses, want 1", p.Metadata.Name, found)
 			}
 		}
 		t.Logf("%s: set and get on %v", r.name, o.Memcached.Status.Nodes)

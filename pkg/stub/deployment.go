@@ -215,7 +215,7 @@ func deploymentManifest(d *appsv1.Deployment) (*unstructured.Unstructured, error
 	if err != nil {
 		return nil, fmt.Errorf("failed to read the pod template of deployment %s/%s: %v", d.Namespace, d.Name, err)
 	}
-	hash, err := templateHash(template)
+	hash, err := shortHash(template)
 	if err != nil {
 		return nil, fmt.Errorf("failed to hash the pod template of deployment %s/%s: %v", d.Namespace, d.Name, err)
 	}
@@ -263,10 +263,10 @@ func addModernPodFields(u *unstructured.Unstructured, labels map[string]string) 
 	return unstructured.SetNestedSlice(u.Object, containers, append(podSpec, "containers")...)
 }
 
-// templateHash is a short hash of a pod template's JSON, whose map keys
-// encoding/json sorts, so that equal templates always hash alike.
-func templateHash(template map[string]interface{}) (string, error) {
-	b, err := json.Marshal(template)
+// shortHash is a short hash of v's JSON, whose map keys encoding/json
+// sorts, so that equal pod templates or specs always hash alike.
+func shortHash(v interface{}) (string, error) {
+	b, err := json.Marshal(v)
 	if err != nil {
 		return "", err
 	}

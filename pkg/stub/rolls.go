@@ -1,9 +1,7 @@
 package stub
 
 import (
-	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"sort"
 	"strconv"
 	"strings"
@@ -125,13 +123,7 @@ func toWake(waiting map[string]bool, inFlight map[string]bool, slots int) []stri
 func specHash(m *v1alpha1.Memcached) (string, error) {
 	spec := m.Spec.DeepCopy()
 	spec.Size = 0
-	b, err := json.Marshal(spec)
-	if err != nil {
-		return "", err
-	}
-	h := fnv.New64a()
-	h.Write(b)
-	return strconv.FormatUint(h.Sum64(), 36), nil
+	return shortHash(spec)
 }
 
 // operatorChanged reports whether d's pod template, which differs from the
@@ -156,7 +148,7 @@ func pacedRollInFlight(d *appsv1.Deployment, pods []*corev1.Pod) bool {
 		return false
 	}
 	for _, p := range livePods(pods) {
-		if p.Annotations[templateHashAnnotation] != templateOf(d) {
+		if isOutdated(p, templateOf(d)) {
 			return true
 		}
 	}

@@ -32,8 +32,8 @@ const (
 	authDir    = "/etc/memcached/auth"
 	// The keys of the Secrets that spec.tls and spec.auth name: those of a
 	// kubernetes.io/tls Secret, and the -Y file.
-	tlsCertKey  = "tls.crt"
-	tlsKeyKey   = "tls.key"
+	tlsCertKey  = corev1.TLSCertKey
+	tlsKeyKey   = corev1.TLSPrivateKeyKey
 	tlsCAKey    = "ca.crt"
 	authFileKey = "passwords"
 	// secretMode lets the files' owner, root, and the pod's fsGroup, which

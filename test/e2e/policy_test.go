@@ -43,7 +43,7 @@ func TestPolicy(t *testing.T) {
 		t.Run("refuses "+c.name, func(t *testing.T) {
 			ns := ns.withT(t)
 			ns.apply(memcachedManifest(c.object, "spec:\n  size: 2\n  "+c.spec+"\n"))
-			ns.waitPolicyViolation(c.object, c.why)
+			ns.waitDegradedWarning(c.object, "PolicyViolation", c.why)
 			o := ns.snapshot(c.object)
 			if o.Deployment != nil || len(o.Pods) != 0 {
 				t.Errorf("deployment %v and pods %v, want none", o.Deployment != nil, o.PodNames())
@@ -67,7 +67,7 @@ func TestPolicy(t *testing.T) {
 		}
 
 		ns.run("patch", "memcached", "compliant", "--type=merge", "-p", `{"spec":{"size":3,"image":"evil.example.org/miner:1"}}`)
-		ns.waitPolicyViolation("compliant", `spec.image "evil.example.org/miner:1" does not start with`)
+		ns.waitDegradedWarning("compliant", "PolicyViolation", `spec.image "evil.example.org/miner:1" does not start with`)
 		after, err := ns.deployment(ctx, "compliant")
 		if err != nil {
 			t.Fatal(err)
@@ -109,20 +109,20 @@ description: memcached pods of %s
 	})
 }
 
-// waitPolicyViolation waits until Memcached name is Degraded=True with
-// reason PolicyViolation and a message that holds why, and has one Warning
-// Event that says the same.
-func (ns *namespace) waitPolicyViolation(name, why string) {
+// waitDegradedWarning waits until Memcached name is Degraded=True with
+// reason and a message that holds why, and has one Warning Event of that
+// reason that says the same.
+func (ns *namespace) waitDegradedWarning(name, reason, why string) {
 	ns.t.Helper()
-	ns.eventually("condition Degraded=True PolicyViolation and its Warning Event", func(ctx context.Context) error {
+	ns.eventually("condition Degraded=True "+reason+" and its Warning Event", func(ctx context.Context) error {
 		o, err := framework.Observe(ctx, ns.kubectl, name)
 		if err != nil {
 			return err
 		}
-		if c := o.Memcached.Condition("Degraded"); c == nil || c.Status != "True" || c.Reason != "PolicyViolation" || !strings.Contains(c.Message, why) {
-			return fmt.Errorf("condition Degraded = %+v, want True, reason PolicyViolation, saying %q", c, why)
+		if c := o.Memcached.Condition("Degraded"); c == nil || c.Status != "True" || c.Reason != reason || !strings.Contains(c.Message, why) {
+			return fmt.Errorf("condition Degraded = %+v, want True, reason %s, saying %q", c, reason, why)
 		}
-		evs, err := ns.events(ctx, name, "PolicyViolation")
+		evs, err := ns.events(ctx, name, reason)
 		if err != nil {
 			return err
 		}

@@ -481,26 +481,14 @@ func TestSpecStoredBeforeTheRules(t *testing.T) {
 
 	ns.startOperator()
 	const why = `spec.extraArgs[0]: "--threads=0": --threads must be a whole number from 1 to 64`
-	ns.eventually("condition Degraded=True InvalidSpec and its Warning Event", func(ctx context.Context) error {
-		o, err := framework.Observe(ctx, ns.kubectl, "stored")
-		if err != nil {
-			return err
-		}
-		if c := o.Memcached.Condition("Degraded"); c == nil || c.Status != "True" || c.Reason != "InvalidSpec" || !strings.Contains(c.Message, why) {
-			return fmt.Errorf("condition Degraded = %+v, want True, reason InvalidSpec, saying %q", c, why)
-		}
-		if o.Deployment != nil || len(o.Pods) != 0 {
-			return fmt.Errorf("deployment %v and pods %v, want none", o.Deployment != nil, o.PodNames())
-		}
-		evs, err := ns.events(ctx, "stored", "InvalidSpec")
-		if err != nil {
-			return err
-		}
-		if len(evs) != 1 || evs[0].Type != "Warning" || !strings.Contains(evs[0].Message, why) {
-			return fmt.Errorf("events = %+v, want one Warning saying %q", evs, why)
-		}
-		return nil
-	})
+	ns.waitDegradedWarning("stored", "InvalidSpec", why)
+	o, err := framework.Observe(context.Background(), ns.kubectl, "stored")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Deployment != nil || len(o.Pods) != 0 {
+		t.Errorf("deployment %v and pods %v, want none for an invalid spec", o.Deployment != nil, o.PodNames())
+	}
 
 	ns.run("patch", "memcached", "stored", "--type=merge", "-p", `{"spec":{"extraArgs":["--threads=2"]}}`)
 	ns.waitConverged("stored", 1)

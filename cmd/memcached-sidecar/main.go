@@ -33,13 +33,14 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("memcached-sidecar", flag.ContinueOnError)
 	var d sidecar.Dialer
 	var metricsAddr string
-	var interval time.Duration
+	var interval, retry time.Duration
 	fs.StringVar(&d.Addr, "memcached", "127.0.0.1:11211", "memcached's host:port.")
 	fs.StringVar(&d.TLSDir, "tls-dir", "", "Folder of the mounted kubernetes.io/tls Secret memcached serves; empty: memcached speaks plaintext and nothing is refreshed.")
 	fs.BoolVar(&d.ClientCert, "client-cert", false, "Present the Secret's certificate to memcached, which requires client certificates.")
 	fs.StringVar(&d.AuthFile, "auth-file", "", "memcached's -Y file; the sidecar logs in with its first user:password line.")
 	fs.StringVar(&metricsAddr, "metrics-addr", "", "Address of the HTTP server for /metrics and /healthz, such as :9150; empty serves none.")
-	fs.DurationVar(&interval, "refresh-interval", 5*time.Second, "How often the mounted certificate is compared with the one memcached serves.")
+	fs.DurationVar(&interval, "refresh-interval", time.Second, "How often the mounted certificate files are compared with those memcached serves.")
+	fs.DurationVar(&retry, "refresh-retry", 5*time.Second, "How long a failed refresh of the same files waits before it is tried again.")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -56,6 +57,9 @@ func run(args []string) error {
 	if interval <= 0 {
 		return fmt.Errorf("--refresh-interval=%v must be positive", interval)
 	}
+	if retry < 0 {
+		return fmt.Errorf("--refresh-retry=%v must not be negative", retry)
+	}
 	log := logrus.StandardLogger()
 	log.Infof("memcached-sidecar %s for memcached at %s (TLS: %t, auth: %t)", version.Version, d.Addr, d.TLSDir != "", d.AuthFile != "")
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -63,7 +67,9 @@ func run(args []string) error {
 
 	reg := prometheus.NewRegistry()
 	if d.TLSDir != "" {
-		go sidecar.NewRefresher(d, log, reg).Run(ctx, interval)
+		r := sidecar.NewRefresher(d, log, reg)
+		r.RetryAfter = retry
+		go r.Run(ctx, interval)
 	}
 	if metricsAddr == "" {
 		<-ctx.Done()

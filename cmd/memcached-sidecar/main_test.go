@@ -16,6 +16,7 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		{name: "TLS to a host name", args: []string{"--tls-dir=/tls", "--memcached=localhost:11211"}, want: "must be a loopback IP address"},
 		{name: "no port", args: []string{"--metrics-addr=:9150", "--memcached=127.0.0.1"}, want: "missing port"},
 		{name: "zero interval", args: []string{"--tls-dir=/tls", "--refresh-interval=0s"}, want: "must be positive"},
+		{name: "negative retry", args: []string{"--tls-dir=/tls", "--refresh-retry=-1s"}, want: "must not be negative"},
 		{name: "unknown flag", args: []string{"--verify"}, want: "not defined"},
 	}
 	for _, tt := range tests {

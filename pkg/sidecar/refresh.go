@@ -15,8 +15,9 @@ import (
 )
 
 // Refresher keeps memcached serving the certificate of the mounted Secret.
-// The kubelet replaces the Secret's files, all at once, within about a
-// minute of a change of the Secret; memcached reads them only at its start
+// The kubelet replaces the Secret's files, all at once, at its next sync of
+// the pod after a change of the Secret (every syncFrequency, 1m by default,
+// plus up to half of it in jitter); memcached reads them only at its start
 // and on refresh_certs, which Check sends when they changed. Existing
 // connections keep their session, new ones get the new certificate, and the
 // cache keeps its keys.
@@ -25,6 +26,11 @@ type Refresher struct {
 	Dialer Dialer
 	// Log receives a line for every refresh and every failure.
 	Log logrus.FieldLogger
+	// RetryAfter is how long a failed refresh of the same files waits
+	// before Check tries it again, so that files memcached cannot load
+	// cost a refresh_certs and a log line every RetryAfter, not every
+	// check. Zero retries on the next check. New files are tried at once.
+	RetryAfter time.Duration
 
 	refreshes *prometheus.CounterVec
 	notAfter  prometheus.Gauge
@@ -38,6 +44,10 @@ type Refresher struct {
 	// refused is the hash of files Check last found unusable, so that
 	// their error is logged once, not on every check.
 	refused [sha256.Size]byte
+	// failedSum is the hash of the files whose refresh last failed, and
+	// retryAt when Check tries them again.
+	failedSum [sha256.Size]byte
+	retryAt   time.Time
 }
 
 // NewRefresher returns a Refresher whose metrics reg registers.
@@ -60,7 +70,9 @@ func NewRefresher(d Dialer, log logrus.FieldLogger, reg prometheus.Registerer) *
 	return r
 }
 
-// Run calls Check every interval until ctx ends.
+// Run calls Check every interval until ctx ends. A check of unchanged files
+// reads them and nothing more, so a short interval costs little and
+// new files reach new connections soon after the kubelet writes them.
 func (r *Refresher) Run(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -80,15 +92,16 @@ func (r *Refresher) Run(ctx context.Context, interval time.Duration) {
 // they differ, sends refresh_certs and confirms that a new connection gets
 // the mounted certificate. A failure is retried on the next check.
 func (r *Refresher) Check(ctx context.Context) error {
-	sum, pair, err := r.read()
+	sum, written := r.hash()
+	if sum == r.served || sum == r.failedSum && time.Now().Before(r.retryAt) {
+		return nil
+	}
+	pair, err := LoadPair(r.Dialer.TLSDir)
 	if err != nil {
 		if sum != r.refused {
 			r.refused = sum
 			return fmt.Errorf("the mounted certificate is not usable yet: %v", err)
 		}
-		return nil
-	}
-	if sum == r.served {
 		return nil
 	}
 	leaf, err := x509.ParseCertificate(pair.Certificate[0])
@@ -105,11 +118,11 @@ func (r *Refresher) Check(ctx context.Context) error {
 	d.Certificate = r.client
 	c, err := d.Dial(ctx)
 	if err != nil {
-		return r.failed(first, "failed to connect to memcached: %v", err)
+		return r.failed(sum, first, "failed to connect to memcached: %v", err)
 	}
 	defer c.Close()
 	if same, err := samePeer(c, leaf.Raw); err != nil {
-		return r.failed(first, "%v", err)
+		return r.failed(sum, first, "%v", err)
 	} else if same {
 		// Memcached serves these files already: at the sidecar's start,
 		// or after a refresh that a failed confirmation left unconfirmed.
@@ -118,16 +131,16 @@ func (r *Refresher) Check(ctx context.Context) error {
 		return nil
 	}
 	if err := c.RefreshCerts(); err != nil {
-		return r.failed(false, "memcached refused to reload its certificate: %v", err)
+		return r.failed(sum, false, "memcached refused to reload its certificate: %v", err)
 	}
 	d.Certificate = &pair
 	confirm, err := d.Dial(ctx)
 	if err != nil {
-		return r.failed(false, "failed to connect to memcached after refresh_certs: %v", err)
+		return r.failed(sum, false, "failed to connect to memcached after refresh_certs: %v", err)
 	}
 	defer confirm.Close()
 	if same, err := samePeer(confirm, leaf.Raw); err != nil || !same {
-		return r.failed(false, "memcached still serves certificate serial %s after refresh_certs, not the mounted serial %s", serial(confirm), leaf.SerialNumber)
+		return r.failed(sum, false, "memcached still serves certificate serial %s after refresh_certs, not the mounted serial %s", serial(confirm), leaf.SerialNumber)
 	}
 	r.served, r.client = sum, &pair
 	r.notAfter.Set(float64(leaf.NotAfter.Unix()))
@@ -136,22 +149,27 @@ func (r *Refresher) Check(ctx context.Context) error {
 		"subject":  leaf.Subject.String(),
 		"serial":   leaf.SerialNumber.String(),
 		"notAfter": leaf.NotAfter.UTC().Format(time.RFC3339),
+		// How long after the files were written: the sidecar's share of
+		// a rotation; the rest is the kubelet's.
+		"sinceFilesWritten": time.Since(written).Round(time.Millisecond).String(),
 	}).Info("memcached reloaded its certificate with refresh_certs; new connections get it")
 	return nil
 }
 
-// failed counts a failed refresh, unless memcached was never seen serving,
-// and returns its error.
-func (r *Refresher) failed(first bool, format string, args ...interface{}) error {
+// failed holds the next try of the files of hash sum until RetryAfter,
+// counts a failed refresh, unless memcached was never seen serving, and
+// returns its error.
+func (r *Refresher) failed(sum [sha256.Size]byte, first bool, format string, args ...interface{}) error {
+	r.failedSum, r.retryAt = sum, time.Now().Add(r.RetryAfter)
 	if !first {
 		r.refreshes.WithLabelValues("failure").Inc()
 	}
 	return fmt.Errorf(format, args...)
 }
 
-// read returns the hash of the mounted files, or of why one cannot be
-// read, and their key pair.
-func (r *Refresher) read() (sum [sha256.Size]byte, pair tls.Certificate, err error) {
+// hash returns the hash of the mounted files, or of why one cannot be
+// read, and when the certificate file was written.
+func (r *Refresher) hash() (sum [sha256.Size]byte, written time.Time) {
 	h := sha256.New()
 	for _, name := range []string{certFile, keyFile, caFile} {
 		b, err := os.ReadFile(filepath.Join(r.Dialer.TLSDir, name))
@@ -162,8 +180,10 @@ func (r *Refresher) read() (sum [sha256.Size]byte, pair tls.Certificate, err err
 		h.Write(b)
 	}
 	copy(sum[:], h.Sum(nil))
-	pair, err = LoadPair(r.Dialer.TLSDir)
-	return sum, pair, err
+	if fi, err := os.Stat(filepath.Join(r.Dialer.TLSDir, certFile)); err == nil {
+		written = fi.ModTime()
+	}
+	return sum, written
 }
 
 // serial returns the serial number of c's peer, or "none".

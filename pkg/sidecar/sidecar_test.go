@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -205,12 +206,52 @@ func TestRefresher(t *testing.T) {
 			if tt.wantLogged != "" && !logged(hook, tt.wantLogged) {
 				t.Errorf("no log line %q", tt.wantLogged)
 			}
+			if tt.wantSuccess > 0 {
+				// The refresh's line says how long after the files were
+				// written it came: the sidecar's share of a rotation.
+				since, _ := hook.LastEntry().Data["sinceFilesWritten"].(string)
+				if d, err := time.ParseDuration(since); err != nil || d < 0 || d > time.Minute {
+					t.Errorf("the refresh's log line has sinceFilesWritten %q (%v), want the time since the change", since, err)
+				}
+			}
 			// A third check with nothing new changes nothing more.
 			_ = r.Check(ctx)
 			if got := f.count("refresh_certs"); got != tt.wantRefreshes+boolInt(tt.refuseRefresh) {
 				t.Errorf("after a third check memcached got refresh_certs %d times, want %d", got, tt.wantRefreshes+boolInt(tt.refuseRefresh))
 			}
 		})
+	}
+}
+
+// TestRefresherRetryAfter checks that a refused refresh of the same files
+// waits for RetryAfter, while new files are tried at once.
+func TestRefresherRetryAfter(t *testing.T) {
+	dir := t.TempDir()
+	writeSecret(t, dir, 1)
+	f := startFake(t, &fakeMemcached{dir: dir, refuseRefresh: true})
+	log, _ := test.NewNullLogger()
+	r := NewRefresher(Dialer{Addr: f.addr, TLSDir: dir}, log, prometheus.NewRegistry())
+	r.RetryAfter = time.Hour
+	ctx := context.Background()
+	if err := r.Check(ctx); err != nil {
+		t.Fatalf("first check: %v", err)
+	}
+	writeSecret(t, dir, 2)
+	for i := 0; i < 3; i++ {
+		err := r.Check(ctx)
+		if wantErr := i == 0; (err != nil) != wantErr {
+			t.Errorf("check %d of the refused files: got %v, want an error: %t", i, err, wantErr)
+		}
+	}
+	if got := f.count("refresh_certs"); got != 1 {
+		t.Errorf("memcached got refresh_certs %d times within RetryAfter, want 1", got)
+	}
+	writeSecret(t, dir, 3)
+	if err := r.Check(ctx); err == nil {
+		t.Error("check of new files within RetryAfter: got no error, want memcached's refusal")
+	}
+	if got := f.count("refresh_certs"); got != 2 {
+		t.Errorf("memcached got refresh_certs %d times, want 2: new files are tried at once", got)
 	}
 }
 

@@ -405,6 +405,10 @@ failSwapOn: false
 podLogsDir: ${dir}/pod-logs
 resolvConf: ${dir}/resolv.conf
 serializeImagePulls: false
+# A Secret volume is rewritten at the kubelet's next sync of the pod, every
+# syncFrequency plus up to half of it: 30 s (default 1m) brings a rotated
+# certificate to the sidecar within 45 s (TestTLSAuthRotationAndMetrics).
+syncFrequency: 30s
 maxPods: 110
 evictionHard: {memory.available: 100Mi, nodefs.available: 2%, imagefs.available: 2%}
 imageGCHighThresholdPercent: 99

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example-inc/memcached-operator/pkg/memcached"
 	"github.com/example-inc/memcached-operator/pkg/stub"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -46,7 +47,7 @@ func TestParseOptions(t *testing.T) {
 		{name: "no concurrent rolls", args: []string{"--max-concurrent-rolls=0"}, wantErr: "must be at least 1"},
 		{name: "a percentage over 100", args: []string{"--max-concurrent-rolls=150%"}, wantErr: "percentage from 1% to 100%"},
 		{name: "no percent sign", args: []string{"--max-concurrent-rolls=ten"}, wantErr: "percentage from 1% to 100%"},
-		{name: "default sidecar image", check: func(o *options) bool { return o.sidecarImage == stub.DefaultSidecarImage }},
+		{name: "default sidecar image", check: func(o *options) bool { return o.sidecarImage == memcached.DefaultSidecarImage }},
 		{name: "sidecar image from env", env: map[string]string{"SIDECAR_IMAGE": "mirror/sidecar:1"}, check: func(o *options) bool { return o.sidecarImage == "mirror/sidecar:1" }},
 		{name: "sidecar flag beats env", args: []string{"--sidecar-image=a:1"}, env: map[string]string{"SIDECAR_IMAGE": "b:2"}, check: func(o *options) bool { return o.sidecarImage == "a:1" }},
 		{name: "empty sidecar image", args: []string{"--sidecar-image="}, wantErr: "--sidecar-image must not be empty"},

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example-inc/memcached-operator/pkg/memcached"
+	"github.com/example-inc/memcached-operator/pkg/memcached/memcachedtest"
 	"github.com/sirupsen/logrus"
 	logrustest "github.com/sirupsen/logrus/hooks/test"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -79,7 +81,7 @@ func TestAPIMonitorLogsWhenTheMemcachedAPIGoesAndComesBack(t *testing.T) {
 }
 
 func TestAPIMonitorAsksNothingWithoutDeletions(t *testing.T) {
-	m := newMemcached("example", 1)
+	m := memcachedtest.NewMemcached("example", 1)
 	f := newFixture(t, m)
 
 	if err := f.handle(m, false); err != nil {
@@ -113,7 +115,7 @@ func (f *fakeResources) ServerResourcesForGroupVersion(gv string) (*metav1.APIRe
 }
 
 func TestServedCheckAsksDiscoveryOncePerInterval(t *testing.T) {
-	gv := serviceMonitorGVR.GroupVersion().String()
+	gv := memcached.ServiceMonitorGVR.GroupVersion().String()
 	withMonitors := &metav1.APIResourceList{GroupVersion: gv, APIResources: []metav1.APIResource{{Name: "podmonitors"}, {Name: "servicemonitors"}}}
 	withoutMonitors := &metav1.APIResourceList{GroupVersion: gv, APIResources: []metav1.APIResource{{Name: "podmonitors"}}}
 	steps := []struct {
@@ -140,7 +142,7 @@ func TestServedCheckAsksDiscoveryOncePerInterval(t *testing.T) {
 	}}
 	start := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	var now time.Time
-	c := newServedCheck(d, serviceMonitorGVR, time.Minute)
+	c := newServedCheck(d, memcached.ServiceMonitorGVR, time.Minute)
 	c.now = func() time.Time { return now }
 	for _, s := range steps {
 		now = start.Add(s.at)

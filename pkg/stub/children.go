@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/example-inc/memcached-operator/pkg/memcached"
 	policyv1beta1 "k8s.io/api/policy/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -150,7 +151,7 @@ func (c *children[T]) create(manifest *unstructured.Unstructured) (T, error) {
 var errReplaced = errors.New("replaced since the operator's cache showed it")
 
 // patch sends a JSON patch whose first operation tests that the object's
-// UID is uid (see jsonPatchSet). The API server refuses a failed test as an
+// UID is uid (see memcached.JSONPatchSet). The API server refuses a failed test as an
 // invalid request, as it refuses a patch that breaks validation; only then
 // the object is read, to tell the two apart.
 func (c *children[T]) patch(namespace, name string, uid types.UID, patch []byte) error {
@@ -179,11 +180,6 @@ func (c *children[T]) delete(namespace, name string, uid types.UID) error {
 		SetHeader("Content-Type", runtime.ContentTypeJSON).Body(body).Do().Error()
 }
 
-// policyV1 is the group version of PodDisruptionBudgets that Kubernetes
-// serves since 1.25 removed policy/v1beta1, the only one client-go 1.11
-// knows.
-var policyV1 = schema.GroupVersion{Group: "policy", Version: "v1"}
-
 // policyScheme maps policy/v1 PodDisruptionBudgets onto client-go 1.11's
 // policy/v1beta1 types, whose JSON holds every field the operator uses
 // (selector, minAvailable, maxUnavailable) under the same names.
@@ -194,8 +190,8 @@ var policyParameterCodec = runtime.NewParameterCodec(policyScheme)
 
 func newPolicyScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
-	s.AddKnownTypes(policyV1, &policyv1beta1.PodDisruptionBudget{}, &policyv1beta1.PodDisruptionBudgetList{})
-	metav1.AddToGroupVersion(s, policyV1)
+	s.AddKnownTypes(memcached.PolicyV1, &policyv1beta1.PodDisruptionBudget{}, &policyv1beta1.PodDisruptionBudgetList{})
+	metav1.AddToGroupVersion(s, memcached.PolicyV1)
 	return s
 }
 
@@ -203,7 +199,7 @@ func newPolicyScheme() *runtime.Scheme {
 // for policy/v1 PodDisruptionBudgets as client-go 1.11's policy/v1beta1
 // types.
 func NewPodDisruptionBudgetRESTClient(cfg *rest.Config) (*rest.RESTClient, error) {
-	return jsonRESTClient(cfg, policyV1, policyScheme)
+	return jsonRESTClient(cfg, memcached.PolicyV1, policyScheme)
 }
 
 // jsonRESTClient returns a REST client, from cfg, that speaks JSON to the
@@ -224,7 +220,7 @@ var monitoringScheme = newMonitoringScheme()
 
 func newMonitoringScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
-	metav1.AddToGroupVersion(s, serviceMonitorGVR.GroupVersion())
+	metav1.AddToGroupVersion(s, memcached.ServiceMonitorGVR.GroupVersion())
 	return s
 }
 
@@ -234,5 +230,5 @@ func newMonitoringScheme() *runtime.Scheme {
 // which the API server requires and client-go 1.11's dynamic client leaves
 // out of creates and deletes.
 func NewServiceMonitorRESTClient(cfg *rest.Config) (*rest.RESTClient, error) {
-	return jsonRESTClient(cfg, serviceMonitorGVR.GroupVersion(), monitoringScheme)
+	return jsonRESTClient(cfg, memcached.ServiceMonitorGVR.GroupVersion(), monitoringScheme)
 }

@@ -5,6 +5,7 @@ import (
 	"reflect"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/example-inc/memcached-operator/pkg/memcached"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1beta1 "k8s.io/api/policy/v1beta1"
@@ -32,7 +33,7 @@ import (
 // must not modify what it returns), Read asks the API server, Create sends
 // a manifest and returns the object as stored, trimmed as the cache's are,
 // Patch sends a JSON patch (RFC 6902) that begins by testing that the
-// object's UID is the given one (see jsonPatchSet) and returns an error
+// object's UID is the given one (see memcached.JSONPatchSet) and returns an error
 // wrapping errReplaced when the object of that name has another UID or is
 // gone, and Delete deletes the object only while it still has the given
 // UID.
@@ -78,7 +79,7 @@ type Client interface {
 	DeleteServiceMonitor(namespace, name string, uid types.UID) error
 
 	// ListPods returns the pods of the Memcached namespace/name, those with
-	// its labels (labelsForMemcached), which the caller must not modify.
+	// its labels (memcached.Labels), which the caller must not modify.
 	ListPods(namespace, name string) ([]*corev1.Pod, error)
 }
 
@@ -155,12 +156,12 @@ func NewCachedClient(clients Clients, namespace string) *CachedClient {
 			func() *corev1.Service { return &corev1.Service{} }, trimService),
 		pdbs: newChildren(clients.PodDisruptionBudgets, pdbResource, pdbList, pdbWatch,
 			func() *policyv1beta1.PodDisruptionBudget { return &policyv1beta1.PodDisruptionBudget{} }, trimPodDisruptionBudget),
-		pods: newPodInformer(kube, namespace, ManagedSelector),
+		pods: newPodInformer(kube, namespace, memcached.ManagedSelector),
 		serviceMonitors: &children[*unstructured.Unstructured]{
-			client: clients.ServiceMonitors, resource: serviceMonitorGVR.GroupResource(),
+			client: clients.ServiceMonitors, resource: memcached.ServiceMonitorGVR.GroupResource(),
 			newObj: func() *unstructured.Unstructured { return &unstructured.Unstructured{} },
 		},
-		serviceMonitorsAPI: newServedCheck(clients.Discovery, serviceMonitorGVR, serviceMonitorCheckInterval),
+		serviceMonitorsAPI: newServedCheck(clients.Discovery, memcached.ServiceMonitorGVR, serviceMonitorCheckInterval),
 	}
 }
 
@@ -257,7 +258,7 @@ func enqueueOwner(obj interface{}, enqueue func(namespace, name string)) {
 	if !ok {
 		return
 	}
-	if name := child.GetLabels()[crLabel]; name != "" {
+	if name := child.GetLabels()[memcached.CRLabel]; name != "" {
 		enqueue(child.GetNamespace(), name)
 	}
 }
@@ -352,7 +353,7 @@ func (c *CachedClient) PatchDeployment(namespace, name string, uid types.UID, pa
 // ScaleDeployment patches spec.replicas alone, leaving every other field,
 // including the pod template, as the API server has it.
 func (c *CachedClient) ScaleDeployment(namespace, name string, uid types.UID, replicas int32) error {
-	patch, err := jsonPatchSet(uid, map[string]interface{}{"/spec/replicas": replicas})
+	patch, err := memcached.JSONPatchSet(uid, map[string]interface{}{"/spec/replicas": replicas})
 	if err != nil {
 		return err
 	}
@@ -430,7 +431,7 @@ func (c *CachedClient) CreateServiceMonitor(manifest *unstructured.Unstructured)
 		return nil, fmt.Errorf("failed to encode servicemonitor %s/%s: %v", manifest.GetNamespace(), manifest.GetName(), err)
 	}
 	created := &unstructured.Unstructured{}
-	err = c.serviceMonitors.client.Post().Namespace(manifest.GetNamespace()).Resource(serviceMonitorGVR.Resource).
+	err = c.serviceMonitors.client.Post().Namespace(manifest.GetNamespace()).Resource(memcached.ServiceMonitorGVR.Resource).
 		SetHeader("Content-Type", runtime.ContentTypeJSON).Body(body).Do().Into(created)
 	if apierrors.IsNotFound(err) {
 		c.serviceMonitorsAPI.expire()
@@ -453,7 +454,7 @@ func (c *CachedClient) DeleteServiceMonitor(namespace, name string, uid types.UI
 // resources and pods in the namespace.
 func (c *CachedClient) ListPods(namespace, name string) ([]*corev1.Pod, error) {
 	// The cache holds only pods labelled app=memcached, and the index
-	// groups them by memcached_cr: together, labelsForMemcached(name).
+	// groups them by memcached_cr: together, memcached.Labels(name).
 	objs, err := c.pods.GetIndexer().ByIndex(byMemcachedIndex, namespace+"/"+name)
 	if err != nil {
 		return nil, err
@@ -475,7 +476,7 @@ func indexByMemcached(obj interface{}) ([]string, error) {
 	if !ok {
 		return nil, nil
 	}
-	name := o.GetLabels()[crLabel]
+	name := o.GetLabels()[memcached.CRLabel]
 	if name == "" {
 		return nil, nil
 	}

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/example-inc/memcached-operator/pkg/memcached"
+	"github.com/example-inc/memcached-operator/pkg/memcached/memcachedtest"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -111,7 +113,7 @@ func newTestCachedClient(t *testing.T, cached []runtime.Object, respond func(r a
 }
 
 func TestCachedClientGetDeploymentNeverAsksTheAPI(t *testing.T) {
-	m := newMemcached("example", 1)
+	m := memcachedtest.NewMemcached("example", 1)
 	d := ownedDeployment(m, 1)
 	tests := []struct {
 		name      string
@@ -147,11 +149,11 @@ func TestCachedClientGetDeploymentNeverAsksTheAPI(t *testing.T) {
 }
 
 func TestCachedClientRequests(t *testing.T) {
-	m := newMemcached("example", 3)
+	m := memcachedtest.NewMemcached("example", 3)
 	d := ownedDeployment(m, 1)
-	svc := newServiceForMemcached(m)
-	pdb := newPodDisruptionBudgetForMemcached(m)
-	sm, err := newServiceMonitorForMemcached(m)
+	svc := memcached.NewService(m)
+	pdb := memcached.NewPodDisruptionBudget(m)
+	sm, err := memcached.NewServiceMonitor(m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,12 +262,12 @@ func TestCachedClientRequests(t *testing.T) {
 }
 
 func TestCachedClientCreateRemembersTheCreated(t *testing.T) {
-	m := newMemcached("example", 3)
-	pdb := newPodDisruptionBudgetForMemcached(m)
+	m := memcachedtest.NewMemcached("example", 3)
+	pdb := memcached.NewPodDisruptionBudget(m)
 	pdb.UID = "uid-pdb"
 	pdb.Status.CurrentHealthy = 3
 	c, api := newTestCachedClient(t, nil, func(apiRequest) interface{} { return pdb })
-	manifest, err := toManifest(newPodDisruptionBudgetForMemcached(m))
+	manifest, err := memcached.ToManifest(memcached.NewPodDisruptionBudget(m))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,9 +295,9 @@ func TestCachedClientCreateRemembersTheCreated(t *testing.T) {
 }
 
 func TestCachedClientReadsPodsFromCache(t *testing.T) {
-	m := newMemcached("example", 2)
-	mine := newPod(m, "example-a", corev1.PodRunning, true)
-	other := newPod(newMemcached("other", 1), "other-a", corev1.PodRunning, true)
+	m := memcachedtest.NewMemcached("example", 2)
+	mine := memcachedtest.NewPod(m, "example-a", corev1.PodRunning, true)
+	other := memcachedtest.NewPod(memcachedtest.NewMemcached("other", 1), "other-a", corev1.PodRunning, true)
 	c, api := newTestCachedClient(t, []runtime.Object{mine, other}, nil)
 
 	pods, err := c.ListPods("test", "example")
@@ -314,7 +316,7 @@ func TestCachedClientReadsPodsFromCache(t *testing.T) {
 // a Deployment of its own, not a DeploymentNotOwned about one that does not
 // exist.
 func TestPhantomChildIsCreatedAnew(t *testing.T) {
-	m := newMemcached("example", 1)
+	m := memcachedtest.NewMemcached("example", 1)
 	earlier := m.DeepCopy()
 	earlier.UID = "uid-of-a-deleted-memcached"
 	phantom := ownedDeployment(earlier, 1)
@@ -328,7 +330,7 @@ func TestPhantomChildIsCreatedAnew(t *testing.T) {
 		return nil // the phantom is gone: 404
 	})
 	c.deployments.created["test/example"] = phantom
-	h := NewHandler(c, record.NewFakeRecorder(10), testImage)
+	h := NewHandler(c, record.NewFakeRecorder(10), memcachedtest.Image)
 
 	if err := h.reconcile(m); err != nil {
 		t.Fatalf("reconcile: got %v, want the deployment created", err)
@@ -353,7 +355,7 @@ func TestPhantomChildIsCreatedAnew(t *testing.T) {
 // object's deletion by the garbage collector, the client does not remember
 // the object: the cache knows better.
 func TestCachedClientForgetsAChildTheCacheSawGo(t *testing.T) {
-	m := newMemcached("example", 1)
+	m := memcachedtest.NewMemcached("example", 1)
 	var c *CachedClient
 	c, _ = newTestCachedClient(t, nil, func(r apiRequest) interface{} {
 		if r.method != "POST" {
@@ -364,7 +366,7 @@ func TestCachedClientForgetsAChildTheCacheSawGo(t *testing.T) {
 		c.deployments.forget("test/example")
 		return ownedDeployment(m, 1)
 	})
-	manifest, err := deploymentManifest(newDeploymentForMemcached(m, testImage, testSidecarImage))
+	manifest, err := memcached.DeploymentManifest(memcached.NewDeployment(m, memcachedtest.Image, memcachedtest.SidecarImage))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +398,7 @@ func TestCachedClientPatchTellsAReplacedChild(t *testing.T) {
 		Status:   metav1.StatusFailure, Reason: metav1.StatusReasonConflict, Code: 409,
 	}
 	withUID := func(uid string) *appsv1.Deployment {
-		d := ownedDeployment(newMemcached("example", 1), 1)
+		d := ownedDeployment(memcachedtest.NewMemcached("example", 1), 1)
 		d.UID = types.UID(uid)
 		return d
 	}

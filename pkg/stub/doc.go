@@ -13,7 +13,8 @@
 // reconcile (reconcile.go) that reads as a checklist: ensure the
 // Deployment, check that it is ours, ensure its size and pod template,
 // ensure the Service and the budget, update the status. Each child has a
-// pure builder (deployment.go, service.go, pdb.go) and an idempotent step.
+// pure builder in package memcached, which also holds the spec and status
+// rules, and an idempotent step here.
 //
 // # What the v0.0.x SDK gets wrong on today's clusters, and what this does
 //
@@ -30,13 +31,14 @@
 //     for the Memcached API, and only when it differs.
 //   - Old types, new API: client-go 1.11's structs lack every pod field added
 //     since 2018, so a Deployment is never PUT. It is created by POSTing
-//     JSON rendered from its manifest (patch.go), which is how its pods get a
-//     RuntimeDefault seccomp profile, and changed by patches of the fields
-//     the operator owns: spec.replicas alone to scale, so scaling never rolls
-//     a pod. Every patch of a child first tests the UID the cache shows
-//     (jsonPatchSet), so a child deleted and created anew within the cache's
-//     lag is never patched by mistake; the refusal (errReplaced) is retried
-//     quietly, like a stale write (TestNeverPatchesAReplacedChild).
+//     JSON rendered from its manifest (memcached.DeploymentManifest), which
+//     is how its pods get a RuntimeDefault seccomp profile, and changed by
+//     patches of the fields the operator owns: spec.replicas alone to scale,
+//     so scaling never rolls a pod. Every patch of a child first tests the
+//     UID the cache shows (memcached.JSONPatchSet), so a child deleted and
+//     created anew within the cache's lag is never patched by mistake; the
+//     refusal (errReplaced) is retried quietly, like a stale write
+//     (TestNeverPatchesAReplacedChild).
 //   - One watch on Memcached, several workers: Handle does not reconcile in
 //     the SDK's single worker. It keeps the event's Memcached in a store and
 //     queues its key in the handler's own rate-limited work queue, from
@@ -86,42 +88,6 @@
 //     and watch through twin clients without it, since client-go 1.11 would
 //     cut every watch at that timeout too.
 //
-// # Children
-//
-// Every child is named after the Memcached, labelled by labelsForMemcached
-// and controlled by it. An object of that name that another owner controls
-// is never changed: it is reported as NotOwned in Degraded and an Event.
-//
-// The Deployment rolls one pod at a time (maxSurge 1, maxUnavailable 0),
-// so Ready pods never drop below spec.size. Whether its template is current
-// is decided by a hash of the desired template (the template-hash
-// annotation, on every pod too), not by comparing templates, so that the
-// caches need not hold pod templates and pods of an older template are
-// told apart; an edit of the template by hand stays until the spec
-// changes. progressDeadlineSeconds is 300: the Deployment controller
-// restarts that clock with every pod that becomes available, so it bounds
-// one pod's start; Deployments of earlier versions get it by a patch of
-// that field alone, which rolls nothing
-// (TestSetsTheProgressDeadlineOfExistingDeployments). A pod being deleted
-// keeps serving for 5 s (a preStop sleep, which needs no shell in the
-// image) while it leaves the Service's endpoints.
-//
-// The Service is headless, so cluster DNS and its EndpointSlices give every
-// Ready pod, which is how memcached clients find their servers. A Service
-// someone gave a cluster IP is deleted and recreated, since a cluster IP
-// cannot be removed. The budget (maxUnavailable 1) exists only while
-// spec.size is above 1: at 0 or 1 it would protect nothing or block every
-// drain.
-//
-// spec.tls and spec.auth name Secrets that the operator never reads
-// (security.go): the pods mount them, and the memcached container refers to
-// each key it needs through an environment value it never uses, so that a
-// missing Secret or key shows as the kubelet's CreateContainerConfigError,
-// which the status reports like any other pod failure. With spec.tls or
-// spec.monitoring the pods run a sidecar (pkg/sidecar) that reloads
-// certificates and serves memcached's stats; a new --sidecar-image rolls
-// with the fleet's pacing.
-//
 // # Fleet rolls
 //
 // A change on the operator's side (a new default image, an operator whose
@@ -151,10 +117,6 @@
 // reported is the first by name, and the kubelet's back-off delays and
 // restart counts are left out of messages, so a crash loop does not cost a
 // write per restart. A Warning Event goes with a Degraded condition when
-// that condition is first written, not on every retry (failure.go).
-//
-// The spec is checked again here (validateSpec, spec.go) with the same
-// patterns and messages as the CRD's rules (TestCRDHasTheSameRules), for
-// resources stored before the schema had them: an invalid spec is reported
-// as InvalidSpec and nothing is created or changed.
+// that condition is first written, not on every retry (failure.go). The status itself, and how the spec is checked, are
+// package memcached's.
 package stub

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/example-inc/memcached-operator/pkg/memcached"
 	"github.com/operator-framework/operator-sdk/pkg/sdk"
 	"github.com/sirupsen/logrus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -100,7 +101,7 @@ func NewHandler(client Client, recorder record.EventRecorder, image string) *Han
 		client:       client,
 		recorder:     recorder,
 		image:        image,
-		sidecarImage: DefaultSidecarImage,
+		sidecarImage: memcached.DefaultSidecarImage,
 		now:          metav1.Now,
 		queue:        workqueue.NewNamedRateLimitingQueue(workqueue.DefaultControllerRateLimiter(), queueName),
 		memcacheds:   newMemcachedStore(),
@@ -112,7 +113,7 @@ func NewHandler(client Client, recorder record.EventRecorder, image string) *Han
 }
 
 // UseSidecarImage makes h run image as the sidecar of memcached pods with
-// TLS or monitoring, instead of DefaultSidecarImage. Call it before h
+// TLS or monitoring, instead of memcached.DefaultSidecarImage. Call it before h
 // handles any event.
 func (h *Handler) UseSidecarImage(image string) {
 	h.sidecarImage = image

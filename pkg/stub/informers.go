@@ -1,6 +1,7 @@
 package stub
 
 import (
+	"github.com/example-inc/memcached-operator/pkg/memcached"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1beta1 "k8s.io/api/policy/v1beta1"
@@ -39,9 +40,9 @@ func newPodInformer(kube kubernetes.Interface, namespace, selector string) cache
 
 // newTrimmedInformer returns an informer on the objects of one kind that
 // list and watchFn return, among those labelled app=memcached (see
-// ManagedSelector), trimmed by trim, indexed by namespace.
+// memcached.ManagedSelector), trimmed by trim, indexed by namespace.
 func newTrimmedInformer[T runtime.Object](example T, list func(metav1.ListOptions) (runtime.Object, error), watchFn func(metav1.ListOptions) (watch.Interface, error), trim func(T)) cache.SharedIndexInformer {
-	lw := trimmedListWatch(ManagedSelector, list, watchFn, func(obj runtime.Object) {
+	lw := trimmedListWatch(memcached.ManagedSelector, list, watchFn, func(obj runtime.Object) {
 		if o, ok := obj.(T); ok {
 			trim(o)
 		}
@@ -137,15 +138,15 @@ func trimTerminated(t *corev1.ContainerStateTerminated) *corev1.ContainerStateTe
 }
 
 // trimDeployment keeps what the reconcile reads: the Deployment's name,
-// labels, owner references, deletion, spec.replicas, spec.progressDeadlineSeconds,
+// labels, owner references, deletion, spec.replicas, spec.memcached.ProgressDeadlineSeconds,
 // the hash of its pod template, which stands for the template (see
-// templateHashAnnotation), the template's record of the roll that set it
+// memcached.TemplateHashAnnotation), the template's record of the roll that set it
 // (see rolls.go), and the conditions that say its rollout is stuck (see
 // deploymentStuckConditions).
 func trimDeployment(d *appsv1.Deployment) {
 	d.Annotations = nil
 	d.Spec.Template = corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Annotations: rollAnnotations(d.Spec.Template.Annotations)},
+		ObjectMeta: metav1.ObjectMeta{Annotations: memcached.RollAnnotations(d.Spec.Template.Annotations)},
 	}
 	d.Status = appsv1.DeploymentStatus{Conditions: deploymentStuckConditions(d.Status.Conditions)}
 }
@@ -187,12 +188,12 @@ func trimPodDisruptionBudget(p *policyv1beta1.PodDisruptionBudget) {
 	p.Status = policyv1beta1.PodDisruptionBudgetStatus{}
 }
 
-// onlyTemplateHash returns annotations with templateHashAnnotation alone,
+// onlyTemplateHash returns annotations with memcached.TemplateHashAnnotation alone,
 // or nil without it.
 func onlyTemplateHash(annotations map[string]string) map[string]string {
-	h, ok := annotations[templateHashAnnotation]
+	h, ok := annotations[memcached.TemplateHashAnnotation]
 	if !ok {
 		return nil
 	}
-	return map[string]string{templateHashAnnotation: h}
+	return map[string]string{memcached.TemplateHashAnnotation: h}
 }

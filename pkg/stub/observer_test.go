@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/example-inc/memcached-operator/pkg/memcached/memcachedtest"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -18,7 +19,7 @@ type outcome struct {
 
 func TestTellsObserverEveryReconcile(t *testing.T) {
 	conflict := apierrors.NewConflict(schema.GroupResource{Group: v1alpha1.GroupName, Resource: v1alpha1.Resource}, "example", errors.New("modified"))
-	m := newMemcached("example", 1)
+	m := memcachedtest.NewMemcached("example", 1)
 	tests := []struct {
 		name    string
 		objects []runtime.Object

@@ -10,7 +10,7 @@ import (
 )
 
 // ReasonPolicyViolation means the Memcached asks for what the operator's
-// policy flags do not allow (see Policy). Like ReasonInvalidSpec, nothing
+// policy flags do not allow (see Policy). Like memcached.ReasonInvalidSpec, nothing
 // is created or changed until the spec complies: no new Deployment, and an
 // existing one keeps its pod template and replicas.
 const ReasonPolicyViolation = "PolicyViolation"

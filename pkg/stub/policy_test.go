@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/example-inc/memcached-operator/pkg/memcached"
+	"github.com/example-inc/memcached-operator/pkg/memcached/memcachedtest"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -48,7 +50,7 @@ func TestPolicyCheck(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newMemcached("example", 1)
+			m := memcachedtest.NewMemcached("example", 1)
 			tt.spec(&m.Spec)
 			err := tt.policy.check(m)
 			switch {
@@ -83,7 +85,7 @@ func TestPolicyViolationChangesNothing(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newMemcached("example", 2)
+			m := memcachedtest.NewMemcached("example", 2)
 			f := newFixture(t, tt.objects(m)...)
 			f.handler.EnforcePolicy(strictPolicy)
 			changed := m.DeepCopy()
@@ -100,7 +102,7 @@ func TestPolicyViolationChangesNothing(t *testing.T) {
 				"get service test/example",
 				"update memcached/status test/example",
 			})
-			if c := findCondition(f.client.statuses[0].Conditions, v1alpha1.MemcachedDegraded); c == nil || c.Status != corev1.ConditionTrue || c.Reason != ReasonPolicyViolation || c.Message != err.Error() {
+			if c := memcached.FindCondition(f.client.statuses[0].Conditions, v1alpha1.MemcachedDegraded); c == nil || c.Status != corev1.ConditionTrue || c.Reason != ReasonPolicyViolation || c.Message != err.Error() {
 				t.Errorf("Degraded: got %+v, want True with reason %s and message %q", c, ReasonPolicyViolation, err)
 			}
 			if got := f.events(); len(got) != 1 || !strings.HasPrefix(got[0], "Warning "+ReasonPolicyViolation+" ") {
@@ -111,7 +113,7 @@ func TestPolicyViolationChangesNothing(t *testing.T) {
 }
 
 func TestPolicyAllowsACompliantMemcached(t *testing.T) {
-	m := newMemcached("example", 3)
+	m := memcachedtest.NewMemcached("example", 3)
 	m.Spec.Image = "registry.example.com/cache/memcached:1.6"
 	m.Spec.PriorityClassName = "cache-low"
 	m.Spec.Tolerations = []corev1.Toleration{{Key: "example.com/dedicated", Operator: corev1.TolerationOpExists}}

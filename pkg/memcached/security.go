@@ -1,4 +1,4 @@
-package stub
+package memcached
 
 import (
 	"strconv"
@@ -22,8 +22,8 @@ const (
 	// metricsPort is the sidecar's metrics port, memcached_exporter's, so
 	// that scrape configs written for it find ours.
 	metricsPort = 9150
-	// metricsPortName names the metrics port in the pods and the Service.
-	metricsPortName = "metrics"
+	// MetricsPortName names the metrics port in the pods and the Service.
+	MetricsPortName = "metrics"
 	// tlsVolume and authVolume name the Secret volumes, mounted at tlsDir
 	// and authDir in both containers.
 	tlsVolume  = "tls"
@@ -122,11 +122,11 @@ func secretVolumes(m *v1alpha1.Memcached) ([]corev1.Volume, []corev1.VolumeMount
 // needsSidecar reports whether m's pods run the sidecar: to refresh
 // certificates with TLS, and to serve metrics with monitoring.
 func needsSidecar(m *v1alpha1.Memcached) bool {
-	return m.Spec.TLS != nil || monitored(m)
+	return m.Spec.TLS != nil || Monitored(m)
 }
 
-// monitored reports whether m asks for metrics.
-func monitored(m *v1alpha1.Memcached) bool {
+// Monitored reports whether m asks for metrics.
+func Monitored(m *v1alpha1.Memcached) bool {
 	return m.Spec.Monitoring != nil && m.Spec.Monitoring.Enabled
 }
 
@@ -162,9 +162,9 @@ func sidecarContainer(m *v1alpha1.Memcached, image string, mounts []corev1.Volum
 		},
 		SecurityContext: security,
 	}
-	if monitored(m) {
+	if Monitored(m) {
 		c.Args = append(c.Args, "--metrics-addr=:"+strconv.Itoa(metricsPort))
-		c.Ports = []corev1.ContainerPort{{Name: metricsPortName, ContainerPort: metricsPort, Protocol: corev1.ProtocolTCP}}
+		c.Ports = []corev1.ContainerPort{{Name: MetricsPortName, ContainerPort: metricsPort, Protocol: corev1.ProtocolTCP}}
 	}
 	return c
 }

@@ -10,7 +10,7 @@
 //
 // # Children
 //
-// Every child is named after the Memcached, labelled by memcached.Labels
+// Every child is named after the Memcached, labelled by Labels
 // and controlled by it. An object of that name that another owner controls
 // is never changed: it is reported as NotOwned in Degraded and an Event.
 //
@@ -20,7 +20,7 @@
 // pod too), not by comparing templates, so that the
 // caches need not hold pod templates and pods of an older template are
 // told apart; an edit of the template by hand stays until the spec
-// changes. memcached.ProgressDeadlineSeconds is 300: the Deployment controller
+// changes. progressDeadlineSeconds is 300: the Deployment controller
 // restarts that clock with every pod that becomes available, so it bounds
 // one pod's start; Deployments of earlier versions get it by a patch of
 // that field alone, which rolls nothing

@@ -2,6 +2,7 @@ package memcached
 
 import (
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 const (
@@ -28,3 +29,11 @@ func Labels(name string) map[string]string {
 func Selector(name string) labels.Selector {
 	return labels.SelectorFromSet(Labels(name))
 }
+
+// The resources of the children, for their REST paths and for the errors
+// that name them, as the API server's do.
+var (
+	DeploymentResource          = schema.GroupResource{Group: "apps", Resource: "deployments"}
+	ServiceResource             = schema.GroupResource{Resource: "services"}
+	PodDisruptionBudgetResource = schema.GroupResource{Group: "policy", Resource: "poddisruptionbudgets"}
+)

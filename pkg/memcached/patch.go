@@ -14,7 +14,7 @@ import (
 // it where the value is nil. The test makes the API server refuse the whole
 // patch when the object of that name is no longer the one the caller saw,
 // because someone deleted it and created another within the lag of the
-// operator's cache (see errReplaced). It sets with "add", which replaces a
+// operator's cache (see kube.ErrReplaced). It sets with "add", which replaces a
 // member that exists and creates one that does not, unlike "replace"; and,
 // unlike a merge patch, it drops the keys of a map value that the new value
 // leaves out. Paths are applied in sorted order, so equal inputs give equal

@@ -24,7 +24,7 @@ const (
 	// ReasonDeploymentNotOwned is the reason, on the Warning Event and on the
 	// Available and Degraded conditions, used when a Deployment with the
 	// Memcached's name exists but another owner controls it. Like the reasons
-	// of failure.go, its Event is recorded when the condition starts.
+	// of reasons.go, its Event is recorded when the condition starts.
 	ReasonDeploymentNotOwned = "DeploymentNotOwned"
 	// ReasonAllReplicasReady is the reason of an Available condition that is
 	// True: at least spec.size pods are Ready, which a size of 0 always is.
@@ -44,7 +44,7 @@ const (
 	ReasonPodsNotReady = "PodsNotReady"
 	// ReasonProgressDeadlineExceeded is the Deployment controller's reason
 	// for a Progressing condition that is False: no pod became available
-	// within the Deployment's ProgressDeadlineSeconds. The Memcached's
+	// within the Deployment's progressDeadlineSeconds. The Memcached's
 	// Progressing and Degraded conditions take it over, with the
 	// controller's message.
 	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
@@ -66,11 +66,11 @@ type Observation struct {
 	ServiceName string
 	// DeploymentConditions are the conditions of the Memcached's own
 	// Deployment that tell a stuck rollout, as the cache keeps them (see
-	// trimDeployment): ReplicaFailure when the ReplicaSet controller
+	// the kube package's trimDeployment): ReplicaFailure when the ReplicaSet controller
 	// cannot create or delete pods, and Progressing when it is False.
 	DeploymentConditions []appsv1.DeploymentCondition
 	// RollPending, when set, says why the Deployment waits for a roll slot
-	// (see rolls.go); TemplateHash is then the Deployment's own.
+	// (see pkg/stub's rolls.go); TemplateHash is then the Deployment's own.
 	RollPending string
 }
 
@@ -230,7 +230,7 @@ func availableCondition(m *v1alpha1.Memcached, pods []*corev1.Pod) v1alpha1.Memc
 // progressingCondition returns m's Progressing condition when its
 // Deployment is its own and o holds its pods: True with reason RollPending
 // while the roll to the operator's new pod template waits for a slot (see
-// rolls.go); else False with reason Complete once spec.size pods of the
+// pkg/stub's rolls.go); else False with reason Complete once spec.size pods of the
 // current template are all Ready and no other pod is live; False with the
 // Deployment controller's reason and message once it reports
 // ProgressDeadlineExceeded; otherwise True while a live pod runs an

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/example-inc/memcached-operator/pkg/kube"
 	"github.com/example-inc/memcached-operator/pkg/memcached"
 	"github.com/example-inc/memcached-operator/pkg/memcached/memcachedtest"
 	appsv1 "k8s.io/api/apps/v1"
@@ -19,9 +20,9 @@ import (
 
 func TestRollsThePodTemplateWhenTheSpecChanges(t *testing.T) {
 	m := memcachedtest.NewMemcached("example", 2)
-	before := ownedDeployment(m, 2)
+	before := memcachedtest.OwnedDeployment(m, 2)
 	m.Spec.Image = "registry.local/memcached:1.6.99"
-	f := newFixture(t, m, before, ownedService(m), ownedBudget(m))
+	f := newFixture(t, m, before, memcachedtest.OwnedService(m), memcachedtest.OwnedBudget(m))
 
 	if err := f.handle(m, false); err != nil {
 		t.Fatalf("Handle: %v", err)
@@ -53,10 +54,10 @@ func TestRollsThePodTemplateWhenTheSpecChanges(t *testing.T) {
 
 func TestRepairsTheService(t *testing.T) {
 	m := memcachedtest.NewMemcached("example", 1)
-	edited := ownedService(m)
+	edited := memcachedtest.OwnedService(m)
 	edited.Spec.Selector = map[string]string{"app": "memcached", "memcached_cr": "example", "extra": "x"}
 	edited.Spec.Ports[0].Port = 80
-	withIP := ownedService(m)
+	withIP := memcachedtest.OwnedService(m)
 	withIP.Spec.ClusterIP = "10.0.0.7"
 	foreign := memcached.NewService(m)
 	foreign.OwnerReferences = nil
@@ -74,7 +75,7 @@ func TestRepairsTheService(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t, m, ownedDeployment(m, 1), tt.svc)
+			f := newFixture(t, m, memcachedtest.OwnedDeployment(m, 1), tt.svc)
 
 			err := f.handle(m, false)
 
@@ -111,7 +112,7 @@ func TestRepairsTheService(t *testing.T) {
 
 func TestBudgetFollowsSize(t *testing.T) {
 	foreign := func(m *v1alpha1.Memcached) *policyv1beta1.PodDisruptionBudget {
-		p := ownedBudget(m)
+		p := memcachedtest.OwnedBudget(m)
 		p.OwnerReferences = nil
 		return p
 	}
@@ -123,13 +124,13 @@ func TestBudgetFollowsSize(t *testing.T) {
 		wantAction string
 		wantBudget bool
 	}{
-		{name: "size 1 removes its own budget", size: 1, budget: ownedBudget, wantAction: "delete poddisruptionbudget test/example"},
-		{name: "size 0 removes its own budget", size: 0, budget: ownedBudget, wantAction: "delete poddisruptionbudget test/example"},
+		{name: "size 1 removes its own budget", size: 1, budget: memcachedtest.OwnedBudget, wantAction: "delete poddisruptionbudget test/example"},
+		{name: "size 0 removes its own budget", size: 0, budget: memcachedtest.OwnedBudget, wantAction: "delete poddisruptionbudget test/example"},
 		{name: "size 1 leaves someone else's", size: 1, budget: foreign, wantBudget: true},
 		{name: "size 3 creates one", size: 3, wantAction: "create poddisruptionbudget test/example", wantBudget: true},
-		{name: "size 3 keeps its own", size: 3, budget: ownedBudget, wantBudget: true},
+		{name: "size 3 keeps its own", size: 3, budget: memcachedtest.OwnedBudget, wantBudget: true},
 		{name: "an edited budget is restored", size: 3, budget: func(m *v1alpha1.Memcached) *policyv1beta1.PodDisruptionBudget {
-			p := ownedBudget(m)
+			p := memcachedtest.OwnedBudget(m)
 			p.Spec.MaxUnavailable = nil
 			p.Spec.MinAvailable = &minAvailable
 			return p
@@ -138,7 +139,7 @@ func TestBudgetFollowsSize(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := memcachedtest.NewMemcached("example", tt.size)
-			f := newFixture(t, m, ownedDeployment(m, tt.size), ownedService(m))
+			f := newFixture(t, m, memcachedtest.OwnedDeployment(m, tt.size), memcachedtest.OwnedService(m))
 			if tt.budget != nil {
 				f.client.pdbs["test/example"] = tt.budget(m)
 			}
@@ -267,9 +268,9 @@ func TestSetsTheProgressDeadlineOfExistingDeployments(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := memcachedtest.NewMemcached("example", 1)
-			d := ownedDeployment(m, 1)
+			d := memcachedtest.OwnedDeployment(m, 1)
 			d.Spec.ProgressDeadlineSeconds = tt.deadline
-			f := newFixture(t, m, d, ownedService(m))
+			f := newFixture(t, m, d, memcachedtest.OwnedService(m))
 
 			if err := f.handle(m, false); err != nil {
 				t.Fatalf("Handle: %v", err)
@@ -350,7 +351,7 @@ func TestNeverPatchesAReplacedChild(t *testing.T) {
 
 			err := f.handle(m, false)
 
-			if !IsStale(err) || !errors.Is(err, errReplaced) {
+			if !IsStale(err) || !errors.Is(err, kube.ErrReplaced) {
 				t.Fatalf("reconcile: got %v, want a stale write of a replaced child", err)
 			}
 			var writes []string

@@ -14,17 +14,28 @@
 // Deployment, check that it is ours, ensure its size and pod template,
 // ensure the Service and the budget, update the status. Each child has a
 // pure builder in package memcached, which also holds the spec and status
-// rules, and an idempotent step here.
+// rules, and an idempotent step here; the steps read and write through
+// Client, which package kube implements with informer caches.
+//
+// # Where to add
+//
+// A new child, such as a ConfigMap: its builder and the reasons of its
+// failures in package memcached (configmap.go, reasons.go); its Get,
+// Read, Create, Patch and Delete in Client and in kube.CachedClient, with
+// a cache there if its changes must bring a reconcile; its ensure step
+// here (configmap.go, after service.go) and one line in ensureChildren
+// (reconcile.go). A new condition, or a new rule of an existing one: in
+// package memcached's status.go alone (ComputeStatus and its reasons), with
+// its type in pkg/apis/cache/v1alpha1; the steps here only pass on what
+// they saw.
 //
 // # What the v0.0.x SDK gets wrong on today's clusters, and what this does
 //
 //   - Resync in nanoseconds: sdk.Watch(..., 5) means 5 ns. main takes the
 //     resync as a time.Duration flag that refuses anything below a second.
 //   - 5 requests per second: the SDK's client has client-go 1.11's default
-//     limits. The reconcile has clients of its own (--kube-api-qps,
-//     --kube-api-burst) and reads from informer caches, so a reconcile that
-//     changes nothing sends no request (but one GET of its ServiceMonitor
-//     with monitoring: no cache watches a CRD that may come and go).
+//     limits. The reconcile reads and writes through package kube's
+//     CachedClient instead, with limits of its own.
 //   - Status through the subresource: with the CRD's status subresource,
 //     sdk.Update cannot change status (operator-sdk #643). Status is written
 //     with a PUT to the status subresource, through a REST client of its own
@@ -37,7 +48,7 @@
 //     so scaling never rolls a pod. Every patch of a child first tests the
 //     UID the cache shows (memcached.JSONPatchSet), so a child deleted and
 //     created anew within the cache's lag is never patched by mistake; the
-//     refusal (errReplaced) is retried quietly, like a stale write
+//     refusal (kube.ErrReplaced) is retried quietly, like a stale write
 //     (TestNeverPatchesAReplacedChild).
 //   - One watch on Memcached, several workers: Handle does not reconcile in
 //     the SDK's single worker. It keeps the event's Memcached in a store and
@@ -52,41 +63,16 @@
 //     own status write is no news, so a failure whose message changes on
 //     every attempt still keeps to that backoff
 //     (TestBackoffHoldsAgainstOwnStatusWrites).
-//   - Children's changes: the SDK's informers are private, so informers.go
-//     runs informers of its own for the Deployments, Services,
-//     PodDisruptionBudgets and pods labelled app=memcached. Built-in types
-//     travel as protobuf, except budgets: client-go 1.11 knows only
-//     policy/v1beta1, which Kubernetes 1.25 removed, so budgets travel as
-//     policy/v1 JSON decoded into the 1.11 types, whose fields used here have
-//     the same names. The caches hold trimmed copies (a pod keeps only what
-//     the status reads; a Deployment, only its template's hash and roll
-//     annotations and the conditions that say it is stuck), and pods are
-//     indexed by Memcached, so a reconcile costs the same with ten
-//     resources or a thousand. A child's change queues its Memcached after
-//     --child-updates-batch-period, as the Endpoints controllers batch pod
-//     updates, so that a pod's start costs one status write; a pod update
-//     that changes nothing the status reads queues nothing
-//     (TestTrimmedPodsGiveTheSameStatus, TestDeploymentChanged).
-//   - No read after a create: a child the cache has not shown yet is created
-//     at once and the created object kept until the cache shows it; only a
-//     create that finds the name taken reads the API server, to see whose
-//     the object is, so a child of an earlier resource of the same name that
-//     the cache still shows does not stand in the way
-//     (TestPhantomChildIsCreatedAnew,
-//     TestCachedClientForgetsAChildTheCacheSawGo).
-//   - The CRD going away: with no informer of its own on Memcached, the
-//     apiMonitor learns that the Memcached API is gone by asking discovery,
-//     every apiCheckInterval, only after Memcached deletions and until
-//     apiCheckGrace after the last one (deleting a CRD deletes every
-//     Memcached first).
+//   - Children's changes, reads without requests, the CRD going away:
+//     package kube's CachedClient reads informer caches of its own and
+//     queues a Memcached when one of its children or pods changes, and its
+//     APIMonitor logs when the Memcached API goes and comes back.
 //   - Deletes: a delete event only drops the Memcached from the store and
-//     starts that check; owner references let the garbage collector remove
+//     starts the APIMonitor's check; owner references let the garbage collector remove
 //     the children.
 //   - Requests that hang: main gives the reconcile's clients
-//     --kube-api-timeout, so a request left unanswered fails and its
-//     Memcached is retried instead of holding a worker; the informers list
-//     and watch through twin clients without it, since client-go 1.11 would
-//     cut every watch at that timeout too.
+//     --kube-api-timeout (see package kube), so a request left unanswered
+//     fails and its Memcached is retried instead of holding a worker.
 //
 // # Fleet rolls
 //

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/example-inc/memcached-operator/pkg/kube"
 	"github.com/example-inc/memcached-operator/pkg/memcached"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -61,7 +62,7 @@ func notOwned(m *v1alpha1.Memcached, k childKind, obj metav1.Object) *failure {
 // reports it as another owner's: the cache may still show, or the client
 // may still remember having created, the child of an earlier Memcached of
 // the same name that is gone with it.
-func ensureExists[T childObject](m *v1alpha1.Memcached, k childKind, get, read func(namespace, name string) (T, error), create func() (T, error)) (obj T, created bool, f *failure) {
+func ensureExists[T kube.Object](m *v1alpha1.Memcached, k childKind, get, read func(namespace, name string) (T, error), create func() (T, error)) (obj T, created bool, f *failure) {
 	obj, err := get(m.Namespace, m.Name)
 	if err == nil && !metav1.IsControlledBy(obj, m) {
 		obj, err = read(m.Namespace, m.Name)

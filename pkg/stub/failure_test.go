@@ -91,7 +91,7 @@ func TestReportsFailedSteps(t *testing.T) {
 			m := memcachedtest.NewMemcached("example", 3)
 			objects := []runtime.Object{m}
 			if tt.replicas != 0 {
-				objects = append(objects, ownedDeployment(m, tt.replicas))
+				objects = append(objects, memcachedtest.OwnedDeployment(m, tt.replicas))
 			}
 			f := newFixture(t, objects...)
 			f.client.failOn[tt.failOn] = tt.err
@@ -297,7 +297,7 @@ func TestStaleStatusWriteRecordsNoFailureEvent(t *testing.T) {
 
 func TestForeignDeploymentIsReportedOnce(t *testing.T) {
 	m := memcachedtest.NewMemcached("example", 1)
-	foreign := ownedDeployment(m, 1)
+	foreign := memcachedtest.OwnedDeployment(m, 1)
 	foreign.OwnerReferences = nil
 	f := newFixture(t, m, foreign)
 
@@ -390,7 +390,7 @@ func TestRecorderFoldsIdenticalEvents(t *testing.T) {
 // the operator failed.
 func TestReportsWhatTheDeploymentControllerKnows(t *testing.T) {
 	m := memcachedtest.NewMemcached("example", 2)
-	d := ownedDeployment(m, 2)
+	d := memcachedtest.OwnedDeployment(m, 2)
 	d.Status.Conditions = []appsv1.DeploymentCondition{memcachedtest.ReplicaFailure(memcachedtest.QuotaRefusal)}
 	objects := inSync(m, 2)
 	objects[1] = d

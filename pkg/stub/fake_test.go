@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/example-inc/memcached-operator/pkg/kube"
 	"github.com/example-inc/memcached-operator/pkg/memcached"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -112,7 +113,7 @@ func (f *fakeClient) UpdateMemcachedStatus(m *v1alpha1.Memcached) (*v1alpha1.Mem
 }
 
 func (f *fakeClient) GetDeployment(namespace, name string) (*appsv1.Deployment, error) {
-	return fakeGet(f, "deployment", deploymentResource, f.deployments, namespace, name)
+	return fakeGet(f, "deployment", memcached.DeploymentResource, f.deployments, namespace, name)
 }
 
 func (f *fakeClient) ListDeployments() ([]*appsv1.Deployment, error) {
@@ -129,55 +130,55 @@ func (f *fakeClient) ListDeployments() ([]*appsv1.Deployment, error) {
 }
 
 func (f *fakeClient) ReadDeployment(namespace, name string) (*appsv1.Deployment, error) {
-	return fakeRead(f, "deployment", deploymentResource, f.deployments, namespace, name)
+	return fakeRead(f, "deployment", memcached.DeploymentResource, f.deployments, namespace, name)
 }
 
 func (f *fakeClient) CreateDeployment(manifest *unstructured.Unstructured) (*appsv1.Deployment, error) {
-	return fakeCreate(f, "deployment", deploymentResource, f.deployments, manifest)
+	return fakeCreate(f, "deployment", memcached.DeploymentResource, f.deployments, manifest)
 }
 
 func (f *fakeClient) PatchDeployment(namespace, name string, uid types.UID, patch []byte) error {
-	return fakePatch(f, "deployment", deploymentResource, f.deployments, namespace, name, uid, patch)
+	return fakePatch(f, "deployment", memcached.DeploymentResource, f.deployments, namespace, name, uid, patch)
 }
 
 func (f *fakeClient) GetService(namespace, name string) (*corev1.Service, error) {
-	return fakeGet(f, "service", serviceResource, f.services, namespace, name)
+	return fakeGet(f, "service", memcached.ServiceResource, f.services, namespace, name)
 }
 
 func (f *fakeClient) ReadService(namespace, name string) (*corev1.Service, error) {
-	return fakeRead(f, "service", serviceResource, f.services, namespace, name)
+	return fakeRead(f, "service", memcached.ServiceResource, f.services, namespace, name)
 }
 
 func (f *fakeClient) CreateService(manifest *unstructured.Unstructured) (*corev1.Service, error) {
-	return fakeCreate(f, "service", serviceResource, f.services, manifest)
+	return fakeCreate(f, "service", memcached.ServiceResource, f.services, manifest)
 }
 
 func (f *fakeClient) PatchService(namespace, name string, uid types.UID, patch []byte) error {
-	return fakePatch(f, "service", serviceResource, f.services, namespace, name, uid, patch)
+	return fakePatch(f, "service", memcached.ServiceResource, f.services, namespace, name, uid, patch)
 }
 
 func (f *fakeClient) DeleteService(namespace, name string, uid types.UID) error {
-	return fakeDelete(f, "service", serviceResource, f.services, namespace, name, uid)
+	return fakeDelete(f, "service", memcached.ServiceResource, f.services, namespace, name, uid)
 }
 
 func (f *fakeClient) GetPodDisruptionBudget(namespace, name string) (*policyv1beta1.PodDisruptionBudget, error) {
-	return fakeGet(f, "poddisruptionbudget", pdbResource, f.pdbs, namespace, name)
+	return fakeGet(f, "poddisruptionbudget", memcached.PodDisruptionBudgetResource, f.pdbs, namespace, name)
 }
 
 func (f *fakeClient) ReadPodDisruptionBudget(namespace, name string) (*policyv1beta1.PodDisruptionBudget, error) {
-	return fakeRead(f, "poddisruptionbudget", pdbResource, f.pdbs, namespace, name)
+	return fakeRead(f, "poddisruptionbudget", memcached.PodDisruptionBudgetResource, f.pdbs, namespace, name)
 }
 
 func (f *fakeClient) CreatePodDisruptionBudget(manifest *unstructured.Unstructured) (*policyv1beta1.PodDisruptionBudget, error) {
-	return fakeCreate(f, "poddisruptionbudget", pdbResource, f.pdbs, manifest)
+	return fakeCreate(f, "poddisruptionbudget", memcached.PodDisruptionBudgetResource, f.pdbs, manifest)
 }
 
 func (f *fakeClient) PatchPodDisruptionBudget(namespace, name string, uid types.UID, patch []byte) error {
-	return fakePatch(f, "poddisruptionbudget", pdbResource, f.pdbs, namespace, name, uid, patch)
+	return fakePatch(f, "poddisruptionbudget", memcached.PodDisruptionBudgetResource, f.pdbs, namespace, name, uid, patch)
 }
 
 func (f *fakeClient) DeletePodDisruptionBudget(namespace, name string, uid types.UID) error {
-	return fakeDelete(f, "poddisruptionbudget", pdbResource, f.pdbs, namespace, name, uid)
+	return fakeDelete(f, "poddisruptionbudget", memcached.PodDisruptionBudgetResource, f.pdbs, namespace, name, uid)
 }
 
 // ServiceMonitorsServed records no action: the real client asks discovery
@@ -213,7 +214,7 @@ func setContent(content map[string]interface{}, o interface{}) error {
 
 // fakeObject is a typed object the fake client stores.
 type fakeObject[T any] interface {
-	childObject
+	kube.Object
 	DeepCopy() T
 }
 
@@ -283,7 +284,7 @@ func fakePatch[T fakeObject[T]](f *fakeClient, kind string, gr schema.GroupResou
 		return apierrors.NewNotFound(gr, name)
 	}
 	if o.GetUID() != uid {
-		return fmt.Errorf("%s %s with UID %s was %w", gr.String(), key(namespace, name), uid, errReplaced)
+		return fmt.Errorf("%s %s with UID %s was %w", gr.String(), key(namespace, name), uid, kube.ErrReplaced)
 	}
 	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o.DeepCopy())
 	if err != nil {
@@ -342,10 +343,10 @@ func (f *fakeClient) ScaleDeployment(namespace, name string, uid types.UID, repl
 	}
 	d, ok := f.deployments[key(namespace, name)]
 	if !ok {
-		return apierrors.NewNotFound(deploymentResource, name)
+		return apierrors.NewNotFound(memcached.DeploymentResource, name)
 	}
 	if d.UID != uid {
-		return fmt.Errorf("%s %s with UID %s was %w", deploymentResource.String(), key(namespace, name), uid, errReplaced)
+		return fmt.Errorf("%s %s with UID %s was %w", memcached.DeploymentResource.String(), key(namespace, name), uid, kube.ErrReplaced)
 	}
 	d.Spec.Replicas = &replicas
 	return nil

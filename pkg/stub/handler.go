@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/example-inc/memcached-operator/pkg/kube"
 	"github.com/example-inc/memcached-operator/pkg/memcached"
 	"github.com/operator-framework/operator-sdk/pkg/sdk"
 	"github.com/sirupsen/logrus"
@@ -64,7 +65,7 @@ type Handler struct {
 	templates    *templateHashes
 	progress     *progressReports
 	rolls        *rollPacer
-	api          *apiMonitor
+	api          *kube.APIMonitor
 	// batch delays the reconciles that children's changes ask for.
 	batch time.Duration
 	// policy bounds what a Memcached may ask of its pods.
@@ -88,10 +89,10 @@ func (h *Handler) ObserveReconciles(observe ReconcileObserver) {
 
 // IsStale reports whether err, returned by a reconcile, only says that a
 // write lost a race with a newer version of the object, or with a child's
-// replacement (errReplaced): nothing failed, and the reconcile runs again
+// replacement (kube.ErrReplaced): nothing failed, and the reconcile runs again
 // on the newer version.
 func IsStale(err error) bool {
-	return errors.Is(err, errStale) || errors.Is(err, errReplaced)
+	return errors.Is(err, errStale) || errors.Is(err, kube.ErrReplaced)
 }
 
 // NewHandler returns a Handler that reads and writes through client, records
@@ -108,7 +109,7 @@ func NewHandler(client Client, recorder record.EventRecorder, image string) *Han
 		templates:    newTemplateHashes(),
 		progress:     newProgressReports(0),
 		rolls:        newRollPacer(intstr.Parse(DefaultMaxConcurrentRolls)),
-		api:          &apiMonitor{served: client.MemcachedAPIServed, interval: apiCheckInterval, grace: apiCheckGrace},
+		api:          kube.NewAPIMonitor(client.MemcachedAPIServed),
 	}
 }
 
@@ -133,7 +134,7 @@ func (h *Handler) Handle(ctx context.Context, event sdk.Event) error {
 			h.templates.delete(k)
 			h.progress.forget(k)
 			h.forgetRoll(k)
-			h.api.memcachedDeleted(ctx)
+			h.api.MemcachedDeleted(ctx)
 			return nil
 		}
 		if h.memcacheds.store(k, o) {

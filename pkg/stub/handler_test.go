@@ -15,14 +15,12 @@ import (
 	"github.com/operator-framework/operator-sdk/pkg/sdk"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	policyv1beta1 "k8s.io/api/policy/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 )
 
@@ -95,46 +93,13 @@ func (f *fixture) events() []string {
 	}
 }
 
-// ownedDeployment is m's Deployment as the operator creates it, with the
-// current template hash and m's spec recorded, and with replicas.
-func ownedDeployment(m *v1alpha1.Memcached, replicas int32) *appsv1.Deployment {
-	d := memcached.NewDeployment(m, memcachedtest.Image, memcachedtest.SidecarImage)
-	d.UID = "uid-deployment"
-	d.Spec.Replicas = &replicas
-	d.Spec.Template.Annotations = map[string]string{memcached.TemplateHashAnnotation: memcachedtest.CurrentHash(m), memcached.SpecHashAnnotation: mustSpecHash(m)}
-	return d
-}
-
-// mustSpecHash is m's memcached.SpecHash.
-func mustSpecHash(m *v1alpha1.Memcached) string {
-	h, err := memcached.SpecHash(m)
-	if err != nil {
-		panic(err)
-	}
-	return h
-}
-
-// ownedService is m's Service as the operator creates it.
-func ownedService(m *v1alpha1.Memcached) *corev1.Service {
-	s := memcached.NewService(m)
-	s.UID = "uid-service"
-	return s
-}
-
-// ownedBudget is m's PodDisruptionBudget as the operator creates it.
-func ownedBudget(m *v1alpha1.Memcached) *policyv1beta1.PodDisruptionBudget {
-	p := memcached.NewPodDisruptionBudget(m)
-	p.UID = "uid-pdb"
-	return p
-}
-
 // inSync returns m with the children the operator made for it, with
 // replicas in the Deployment: a Deployment, a Service and, with more than
 // one pod, a budget; and then more, such as pods.
 func inSync(m *v1alpha1.Memcached, replicas int32, more ...runtime.Object) []runtime.Object {
-	objs := []runtime.Object{m, ownedDeployment(m, replicas), ownedService(m)}
+	objs := []runtime.Object{m, memcachedtest.OwnedDeployment(m, replicas), memcachedtest.OwnedService(m)}
 	if memcached.WantsPodDisruptionBudget(m) {
-		objs = append(objs, ownedBudget(m))
+		objs = append(objs, memcachedtest.OwnedBudget(m))
 	}
 	return append(objs, more...)
 }
@@ -370,7 +335,7 @@ func TestLeavesForeignDeploymentAlone(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := memcachedtest.NewMemcached("example", 3)
-			foreign := ownedDeployment(m, 1)
+			foreign := memcachedtest.OwnedDeployment(m, 1)
 			foreign.OwnerReferences = tt.owner
 			// The pod's crash loop must not hide that the name is taken.
 			crashing := memcachedtest.WithContainers(memcachedtest.NewPod(m, "example-a", corev1.PodRunning, false), memcachedtest.CrashLooping("example-a", "10s", 1))
@@ -469,7 +434,7 @@ func TestChildChangesReconcileTheirMemcached(t *testing.T) {
 		},
 		{
 			name:    "children of a deleted memcached are left to the garbage collector",
-			objects: []runtime.Object{ownedDeployment(m, 2), podA},
+			objects: []runtime.Object{memcachedtest.OwnedDeployment(m, 2), podA},
 			want:    nil,
 		},
 	}
@@ -542,42 +507,15 @@ func TestStatusWriteForDeletedMemcachedIsNoError(t *testing.T) {
 	}
 }
 
-func TestEnqueueOwner(t *testing.T) {
-	m := memcachedtest.NewMemcached("example", 1)
-	pod := memcachedtest.NewPod(m, "example-a", corev1.PodRunning, true)
-	tests := []struct {
-		name string
-		obj  interface{}
-		want []string
-	}{
-		{name: "pod", obj: pod, want: []string{"test/example"}},
-		{name: "deployment", obj: ownedDeployment(m, 1), want: []string{"test/example"}},
-		{name: "tombstone of a deleted pod", obj: cache.DeletedFinalStateUnknown{Key: "test/example-a", Obj: pod}, want: []string{"test/example"}},
-		{name: "without memcached_cr label", obj: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "stray", Namespace: "test", Labels: map[string]string{memcached.AppLabel: memcached.AppLabelValue}}}},
-		{name: "not an object", obj: "garbage"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var got []string
-
-			enqueueOwner(tt.obj, func(namespace, name string) { got = append(got, namespace+"/"+name) })
-
-			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("got %v, want %v", got, tt.want)
-			}
-		})
-	}
-}
-
 func TestToleratesConcurrentCreate(t *testing.T) {
 	m := memcachedtest.NewMemcached("example", 1)
-	f := newFixture(t, m, ownedService(m))
+	f := newFixture(t, m, memcachedtest.OwnedService(m))
 	// Another reconcile creates the Deployment between our read and our create.
 	first := true
 	f.handler.client = &racingClient{fakeClient: f.client, beforeCreate: func() {
 		if first {
 			first = false
-			f.client.deployments[key(m.Namespace, m.Name)] = ownedDeployment(m, 1)
+			f.client.deployments[key(m.Namespace, m.Name)] = memcachedtest.OwnedDeployment(m, 1)
 		}
 	}}
 
@@ -629,9 +567,9 @@ func TestReturnsWrappedErrors(t *testing.T) {
 			objects := []runtime.Object{m}
 			switch tt.failOn {
 			case "scale deployment":
-				objects = append(objects, ownedDeployment(m, 1))
+				objects = append(objects, memcachedtest.OwnedDeployment(m, 1))
 			case "list pods", "update memcached/status":
-				objects = append(objects, ownedDeployment(m, 3))
+				objects = append(objects, memcachedtest.OwnedDeployment(m, 3))
 			}
 			f := newFixture(t, objects...)
 			f.client.failOn[tt.failOn] = boom
@@ -719,26 +657,5 @@ func TestChildUpdatesAreBatched(t *testing.T) {
 	f.waitQueued("the batched reconcile")
 	if n := f.handler.queue.Len(); n != 1 {
 		t.Errorf("queue holds %d items after the batch period, want the 5 requests as 1", n)
-	}
-}
-
-func TestIndexByMemcached(t *testing.T) {
-	m := memcachedtest.NewMemcached("example", 1)
-	tests := []struct {
-		name string
-		obj  interface{}
-		want []string
-	}{
-		{name: "pod of a memcached", obj: memcachedtest.NewPod(m, "example-a", corev1.PodRunning, true), want: []string{"test/example"}},
-		{name: "pod without the label", obj: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "stray", Namespace: "test"}}},
-		{name: "not an object", obj: "garbage"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := indexByMemcached(tt.obj)
-			if err != nil || !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("got %v, %v; want %v", got, err, tt.want)
-			}
-		})
 	}
 }

@@ -26,9 +26,9 @@ func TestTellsObserverEveryReconcile(t *testing.T) {
 		failOn  map[string]error
 		want    outcome
 	}{
-		{name: "success", objects: []runtime.Object{m, ownedDeployment(m, 1)}, want: outcome{ok: true}},
+		{name: "success", objects: []runtime.Object{m, memcachedtest.OwnedDeployment(m, 1)}, want: outcome{ok: true}},
 		{name: "failed step", objects: []runtime.Object{m}, failOn: map[string]error{"create deployment": quotaExceeded}, want: outcome{}},
-		{name: "lost a race", objects: []runtime.Object{m, ownedDeployment(m, 1)}, failOn: map[string]error{"update memcached/status": conflict}, want: outcome{stale: true}},
+		{name: "lost a race", objects: []runtime.Object{m, memcachedtest.OwnedDeployment(m, 1)}, failOn: map[string]error{"update memcached/status": conflict}, want: outcome{stale: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/example-inc/memcached-operator/pkg/kube"
 	"github.com/example-inc/memcached-operator/pkg/memcached"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -59,7 +60,7 @@ func (h *Handler) reconcileSteps(m *v1alpha1.Memcached) error {
 		return h.updateStatus(m, nil, nil, newFailure(memcached.ReasonDeploymentCreateFailed, "%v", err))
 	}
 	d, created, f := h.ensureChildren(m, want)
-	if f != nil && errors.Is(f, errReplaced) {
+	if f != nil && errors.Is(f, kube.ErrReplaced) {
 		// Nothing failed: a child was replaced within the cache's lag. The
 		// reconcile runs again, with backoff, and acts on the new child
 		// once the cache shows it.
@@ -194,7 +195,7 @@ func (h *Handler) ensurePodTemplate(m *v1alpha1.Memcached, d *appsv1.Deployment,
 	return nil
 }
 
-// ensureProgressDeadline sets the Deployment's memcached.ProgressDeadlineSeconds to
+// ensureProgressDeadline sets the Deployment's progressDeadlineSeconds to
 // memcached.ProgressDeadlineSeconds when it differs, as on Deployments that an
 // operator version without it created, where the API server defaulted it
 // to 600. It rolls no pod and needs no Event: only the Deployment

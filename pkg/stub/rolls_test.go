@@ -161,7 +161,7 @@ func TestOperatorChanged(t *testing.T) {
 
 func TestPacedRollInFlight(t *testing.T) {
 	m := memcachedtest.NewMemcached("example", 2)
-	marked := pacedDeployment(m, 2)
+	marked := memcachedtest.PacedDeployment(m, 2)
 	old := func(name string) *corev1.Pod { return stalePod(m, name, true) }
 	current := func(name string, ready bool) *corev1.Pod {
 		return memcachedtest.NewPod(m, name, corev1.PodRunning, ready)
@@ -174,7 +174,7 @@ func TestPacedRollInFlight(t *testing.T) {
 		pods []*corev1.Pod
 		want bool
 	}{
-		{name: "not a paced roll", d: ownedDeployment(m, 2), pods: []*corev1.Pod{old("example-old-a")}, want: false},
+		{name: "not a paced roll", d: memcachedtest.OwnedDeployment(m, 2), pods: []*corev1.Pod{old("example-old-a")}, want: false},
 		{name: "just patched", d: marked, pods: []*corev1.Pod{old("example-old-a"), old("example-old-b")}, want: true},
 		{name: "half way", d: marked, pods: []*corev1.Pod{old("example-old-a"), current("example-new-a", true), current("example-new-b", false)}, want: true},
 		{name: "a new pod that never gets Ready holds it", d: marked, pods: []*corev1.Pod{old("example-old-a"), old("example-old-b"), memcachedtest.WithContainers(current("example-new-a", false), memcachedtest.Waiting("memcached", "ImagePullBackOff", "Back-off pulling image"))}, want: true},
@@ -199,19 +199,6 @@ func TestRollPendingMessage(t *testing.T) {
 	}
 }
 
-func TestTrimDeploymentKeepsTheRollRecord(t *testing.T) {
-	d := pacedDeployment(memcachedtest.NewMemcached("example", 2), 2)
-	d.Spec.Template.Annotations["other"] = "x"
-	want := map[string]string{}
-	for _, k := range []string{memcached.TemplateHashAnnotation, memcached.SpecHashAnnotation, memcached.PacedRollAnnotation} {
-		want[k] = d.Spec.Template.Annotations[k]
-	}
-	trimDeployment(d)
-	if got := d.Spec.Template.Annotations; !reflect.DeepEqual(got, want) {
-		t.Errorf("got %v, want %v", got, want)
-	}
-}
-
 // The fixture tests below run a fleet whose Deployments were made with
 // oldImage by a handler whose default is now memcachedtest.Image.
 
@@ -225,7 +212,7 @@ func fleet(names ...string) ([]*v1alpha1.Memcached, []runtime.Object) {
 		m := memcachedtest.NewMemcached(name, 2)
 		m.Status.ObservedGeneration = 1
 		ms = append(ms, m)
-		objs = append(objs, m, staleDeployment(m, 2), ownedService(m), ownedBudget(m),
+		objs = append(objs, m, staleDeployment(m, 2), memcachedtest.OwnedService(m), memcachedtest.OwnedBudget(m),
 			stalePod(m, name+"-old-a", true), stalePod(m, name+"-old-b", true))
 	}
 	return ms, objs
@@ -236,14 +223,7 @@ func staleDeployment(m *v1alpha1.Memcached, replicas int32) *appsv1.Deployment {
 	d := memcached.NewDeployment(m, oldImage, memcachedtest.SidecarImage)
 	d.UID = "uid-deployment"
 	d.Spec.Replicas = &replicas
-	d.Spec.Template.Annotations = map[string]string{memcached.TemplateHashAnnotation: staleHash(m), memcached.SpecHashAnnotation: mustSpecHash(m)}
-	return d
-}
-
-// pacedDeployment is m's Deployment right after a paced roll to memcachedtest.Image.
-func pacedDeployment(m *v1alpha1.Memcached, replicas int32) *appsv1.Deployment {
-	d := ownedDeployment(m, replicas)
-	d.Spec.Template.Annotations[memcached.PacedRollAnnotation] = "true"
+	d.Spec.Template.Annotations = map[string]string{memcached.TemplateHashAnnotation: staleHash(m), memcached.SpecHashAnnotation: memcachedtest.MustSpecHash(m)}
 	return d
 }
 
@@ -355,7 +335,7 @@ func TestPacesAFleetRoll(t *testing.T) {
 		}
 	}
 
-	// e's roll ends: its slot goes to the first memcachedtest.Waiting by name, a.
+	// e's roll ends: its slot goes to the first waiting by name, a.
 	f.finishRoll(ms[4])
 	f.handleAll(ms[4])
 	if got, want := f.templatePatches(), []string{"a"}; !reflect.DeepEqual(got, want) {
@@ -388,7 +368,7 @@ func TestCountsRollsInFlightFromTheCaches(t *testing.T) {
 	// A new handler, as after a restart or a change of leader, has no
 	// memory of the slot that b holds: the caches show it.
 	ms, objs := fleet("a", "b", "c")
-	f := newFixture(t, withoutDeployment(append(objs, pacedDeployment(ms[1], 2)), "b")...)
+	f := newFixture(t, withoutDeployment(append(objs, memcachedtest.PacedDeployment(ms[1], 2)), "b")...)
 	f.handler.PaceRolls(intstr.FromInt(1))
 
 	f.handleAll(ms...)
@@ -431,7 +411,7 @@ func TestAStuckPacedRollHoldsItsSlot(t *testing.T) {
 
 func TestSpecChangesAndNewMemcachedsDoNotWaitForTheFleet(t *testing.T) {
 	ms, objs := fleet("a", "b", "c")
-	f := newFixture(t, withoutDeployment(append(objs, pacedDeployment(ms[0], 2)), "a")...)
+	f := newFixture(t, withoutDeployment(append(objs, memcachedtest.PacedDeployment(ms[0], 2)), "a")...)
 	f.handler.PaceRolls(intstr.FromInt(1))
 	changed := ms[1].DeepCopy()
 	changed.Generation = 2
@@ -450,8 +430,8 @@ func TestSpecChangesAndNewMemcachedsDoNotWaitForTheFleet(t *testing.T) {
 	if _, marked := d.Spec.Template.Annotations[memcached.PacedRollAnnotation]; marked || memcached.TemplateOf(d) != memcachedtest.CurrentHash(changed) {
 		t.Errorf("deployment b: template annotations %v, want the new template of its spec, unmarked", d.Spec.Template.Annotations)
 	}
-	if got := d.Spec.Template.Annotations[memcached.SpecHashAnnotation]; got != mustSpecHash(changed) {
-		t.Errorf("deployment b: recorded spec %q, want %q", got, mustSpecHash(changed))
+	if got := d.Spec.Template.Annotations[memcached.SpecHashAnnotation]; got != memcachedtest.MustSpecHash(changed) {
+		t.Errorf("deployment b: recorded spec %q, want %q", got, memcachedtest.MustSpecHash(changed))
 	}
 	if d, ok := f.client.deployments["test/fresh"]; !ok || memcached.TemplateOf(d) != memcachedtest.CurrentHash(fresh) {
 		t.Errorf("memcached fresh: deployment %v, want one created with the new template at once", d)
@@ -465,7 +445,7 @@ func TestAFailedPatchGivesItsSlotBack(t *testing.T) {
 	_, objs := fleet("a", "b")
 	f := newFixture(t, objs...)
 	f.handler.PaceRolls(intstr.FromInt(1))
-	f.client.failOn["patch deployment test/a"] = errors.NewForbidden(deploymentResource, "a", fmt.Errorf("denied by policy"))
+	f.client.failOn["patch deployment test/a"] = errors.NewForbidden(memcached.DeploymentResource, "a", fmt.Errorf("denied by policy"))
 
 	if err := f.handler.reconcileKey("test/a"); err == nil {
 		t.Fatalf("reconcile a: got nil, want the patch's error")
@@ -553,7 +533,7 @@ func TestCountsRollsOfMemcachedsNotDeliveredYet(t *testing.T) {
 	// Right after a start the SDK has delivered only some Memcacheds; the
 	// Deployment cache already holds every Deployment, b's paced roll too.
 	ms, objs := fleet("a", "b")
-	f := newFixture(t, withoutDeployment(append(objs, pacedDeployment(ms[1], 2)), "b")...)
+	f := newFixture(t, withoutDeployment(append(objs, memcachedtest.PacedDeployment(ms[1], 2)), "b")...)
 	f.handler.memcacheds.delete("test/b")
 	f.handler.PaceRolls(intstr.FromInt(1))
 

@@ -140,7 +140,7 @@ func TestEnsuresTheServiceMonitor(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			objs := []runtime.Object{
-				tt.m, ownedDeployment(tt.m, 1), ownedService(memcachedtest.WithMonitoring(tt.m, tt.metricsPort)),
+				tt.m, memcachedtest.OwnedDeployment(tt.m, 1), memcachedtest.OwnedService(memcachedtest.WithMonitoring(tt.m, tt.metricsPort)),
 				memcachedtest.NewPod(tt.m, "example-a", corev1.PodRunning, true),
 			}
 			if tt.sm != nil {

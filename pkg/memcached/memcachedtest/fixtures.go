@@ -12,6 +12,7 @@ import (
 	"github.com/example-inc/memcached-operator/pkg/memcached"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1beta1 "k8s.io/api/policy/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -137,7 +138,7 @@ func ReplicaFailure(message string) appsv1.DeploymentCondition {
 }
 
 // DeadlineExceeded is the Deployment condition of a rollout past its
-// ProgressDeadlineSeconds.
+// progressDeadlineSeconds.
 var DeadlineExceeded = appsv1.DeploymentCondition{
 	Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: memcached.ReasonProgressDeadlineExceeded, Message: DeadlineMessage,
 }
@@ -155,4 +156,44 @@ func WithMonitoring(m *v1alpha1.Memcached, on bool) *v1alpha1.Memcached {
 // FirstEndpoint returns the first endpoint of a ServiceMonitor's spec.
 func FirstEndpoint(spec map[string]interface{}) map[string]interface{} {
 	return spec["endpoints"].([]interface{})[0].(map[string]interface{})
+}
+
+// OwnedDeployment is m's Deployment as the operator creates it, with the
+// current template hash and m's spec recorded, and with replicas.
+func OwnedDeployment(m *v1alpha1.Memcached, replicas int32) *appsv1.Deployment {
+	d := memcached.NewDeployment(m, Image, SidecarImage)
+	d.UID = "uid-deployment"
+	d.Spec.Replicas = &replicas
+	d.Spec.Template.Annotations = map[string]string{memcached.TemplateHashAnnotation: CurrentHash(m), memcached.SpecHashAnnotation: MustSpecHash(m)}
+	return d
+}
+
+// MustSpecHash is m's memcached.SpecHash.
+func MustSpecHash(m *v1alpha1.Memcached) string {
+	h, err := memcached.SpecHash(m)
+	if err != nil {
+		panic(err)
+	}
+	return h
+}
+
+// OwnedService is m's Service as the operator creates it.
+func OwnedService(m *v1alpha1.Memcached) *corev1.Service {
+	s := memcached.NewService(m)
+	s.UID = "uid-service"
+	return s
+}
+
+// OwnedBudget is m's PodDisruptionBudget as the operator creates it.
+func OwnedBudget(m *v1alpha1.Memcached) *policyv1beta1.PodDisruptionBudget {
+	p := memcached.NewPodDisruptionBudget(m)
+	p.UID = "uid-pdb"
+	return p
+}
+
+// PacedDeployment is m's Deployment right after a paced roll to Image.
+func PacedDeployment(m *v1alpha1.Memcached, replicas int32) *appsv1.Deployment {
+	d := OwnedDeployment(m, replicas)
+	d.Spec.Template.Annotations[memcached.PacedRollAnnotation] = "true"
+	return d
 }

@@ -1,4 +1,4 @@
-package stub
+package kube
 
 import (
 	"reflect"
@@ -78,7 +78,7 @@ func TestTrimmedPodsGiveTheSameStatus(t *testing.T) {
 
 func TestTrimmedDeploymentKeepsWhatTheReconcileReads(t *testing.T) {
 	m := memcachedtest.NewMemcached("example", 3)
-	d := ownedDeployment(m, 2)
+	d := memcachedtest.OwnedDeployment(m, 2)
 	d.Annotations = map[string]string{"deployment.kubernetes.io/revision": "1"}
 	d.Status.ReadyReplicas = 2
 	d.Status.ObservedGeneration = 4
@@ -141,7 +141,7 @@ func TestTrimmedDeploymentGivesTheSameStatus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			full := ownedDeployment(m, 2)
+			full := memcachedtest.OwnedDeployment(m, 2)
 			full.Status.Conditions = fullDeploymentConditions(tt.stuck...)
 			trimmed := full.DeepCopy()
 			trimDeployment(trimmed)
@@ -158,7 +158,7 @@ func TestTrimmedDeploymentGivesTheSameStatus(t *testing.T) {
 
 func TestDeploymentChanged(t *testing.T) {
 	m := memcachedtest.NewMemcached("example", 2)
-	base := ownedDeployment(m, 2)
+	base := memcachedtest.OwnedDeployment(m, 2)
 	base.Generation = 1
 	base.Status.Conditions = fullDeploymentConditions()
 	tests := []struct {
@@ -216,7 +216,7 @@ func TestTrimmedServiceAndBudgetKeepWhatTheReconcileCompares(t *testing.T) {
 
 func TestSpecChanged(t *testing.T) {
 	m := memcachedtest.NewMemcached("example", 2)
-	base := ownedDeployment(m, 2)
+	base := memcachedtest.OwnedDeployment(m, 2)
 	base.Generation = 1
 	now := metav1.Now()
 	tests := []struct {
@@ -327,5 +327,17 @@ func TestTrimmedListWatchTrimsListsAndEvents(t *testing.T) {
 	}
 	if !reflect.DeepEqual(selectors, []string{"app=memcached", "app=memcached"}) {
 		t.Errorf("selectors: got %q, want the list and the watch to select app=memcached", selectors)
+	}
+}
+func TestTrimDeploymentKeepsTheRollRecord(t *testing.T) {
+	d := memcachedtest.PacedDeployment(memcachedtest.NewMemcached("example", 2), 2)
+	d.Spec.Template.Annotations["other"] = "x"
+	want := map[string]string{}
+	for _, k := range []string{memcached.TemplateHashAnnotation, memcached.SpecHashAnnotation, memcached.PacedRollAnnotation} {
+		want[k] = d.Spec.Template.Annotations[k]
+	}
+	trimDeployment(d)
+	if got := d.Spec.Template.Annotations; !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
 	}
 }

@@ -1,4 +1,4 @@
-package stub
+package kube
 
 import (
 	"github.com/example-inc/memcached-operator/pkg/memcached"
@@ -83,7 +83,7 @@ func trimmedListWatch(selector string, list func(metav1.ListOptions) (runtime.Ob
 	}
 }
 
-// trimPod keeps what the status is computed from (see status.go): the
+// trimPod keeps what the status is computed from (see memcached.ComputeStatus): the
 // pod's name, labels, template hash and deletion; its phase, its Ready
 // condition, a PodScheduled condition that is False, and of its
 // containers' states the reasons, messages and exit codes. Two versions of
@@ -138,11 +138,11 @@ func trimTerminated(t *corev1.ContainerStateTerminated) *corev1.ContainerStateTe
 }
 
 // trimDeployment keeps what the reconcile reads: the Deployment's name,
-// labels, owner references, deletion, spec.replicas, spec.memcached.ProgressDeadlineSeconds,
-// the hash of its pod template, which stands for the template (see
-// memcached.TemplateHashAnnotation), the template's record of the roll that set it
-// (see rolls.go), and the conditions that say its rollout is stuck (see
-// deploymentStuckConditions).
+// labels, owner references, deletion, spec.replicas,
+// spec.progressDeadlineSeconds, the hash of its pod template, which stands
+// for the template (see memcached.TemplateHashAnnotation), the template's
+// record of the roll that set it (see memcached.RollAnnotations), and the
+// conditions that say its rollout is stuck (see deploymentStuckConditions).
 func trimDeployment(d *appsv1.Deployment) {
 	d.Annotations = nil
 	d.Spec.Template = corev1.PodTemplateSpec{
@@ -169,7 +169,7 @@ func deploymentStuckConditions(conditions []appsv1.DeploymentCondition) []appsv1
 	return out
 }
 
-// trimService keeps what ensureService compares: the Service's metadata
+// trimService keeps what the handler's ensureService compares: the Service's metadata
 // without annotations, its cluster IP, selector and ports.
 func trimService(s *corev1.Service) {
 	s.Annotations = nil

@@ -1,4 +1,4 @@
-package stub
+package kube
 
 import (
 	"encoding/json"
@@ -20,15 +20,16 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// childObject is a child kind's typed object.
-type childObject interface {
+// Object is a child kind's typed object, as the caches hold it and the
+// client returns it, and as the handler's steps take it.
+type Object interface {
 	metav1.Object
 	runtime.Object
 }
 
 // children reads one kind of the Memcached's children from a trimmed cache
 // and writes them through the API server.
-type children[T childObject] struct {
+type children[T Object] struct {
 	client   rest.Interface
 	resource schema.GroupResource
 	informer cache.SharedIndexInformer
@@ -50,7 +51,7 @@ type children[T childObject] struct {
 // newChildren returns the children of resource, written through client,
 // which speaks the resource's group version, and cached, trimmed by trim, by
 // an informer on what list and watchFn return (see newTrimmedInformer).
-func newChildren[T childObject](client rest.Interface, resource schema.GroupResource, list func(metav1.ListOptions) (runtime.Object, error), watchFn func(metav1.ListOptions) (watch.Interface, error), newObj func() T, trim func(T)) *children[T] {
+func newChildren[T Object](client rest.Interface, resource schema.GroupResource, list func(metav1.ListOptions) (runtime.Object, error), watchFn func(metav1.ListOptions) (watch.Interface, error), newObj func() T, trim func(T)) *children[T] {
 	informer := newTrimmedInformer(newObj(), list, watchFn, trim)
 	c := &children[T]{
 		client:   client,
@@ -145,10 +146,10 @@ func (c *children[T]) create(manifest *unstructured.Unstructured) (T, error) {
 	return o, nil
 }
 
-// errReplaced reports that a patch was refused because the object of its
+// ErrReplaced reports that a patch was refused because the object of its
 // name is no longer the one the patch was built for: someone deleted that
 // one, and maybe created another, within the lag of the operator's cache.
-var errReplaced = errors.New("replaced since the operator's cache showed it")
+var ErrReplaced = errors.New("replaced since the operator's cache showed it")
 
 // patch sends a JSON patch whose first operation tests that the object's
 // UID is uid (see memcached.JSONPatchSet). The API server refuses a failed test as an
@@ -161,7 +162,7 @@ func (c *children[T]) patch(namespace, name string, uid types.UID, patch []byte)
 	}
 	current, rerr := c.read(namespace, name)
 	if apierrors.IsNotFound(rerr) || (rerr == nil && current.GetUID() != uid) {
-		return fmt.Errorf("%s %s/%s with UID %s was %w", c.resource.String(), namespace, name, uid, errReplaced)
+		return fmt.Errorf("%s %s/%s with UID %s was %w", c.resource.String(), namespace, name, uid, ErrReplaced)
 	}
 	return err
 }

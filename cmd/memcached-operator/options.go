@@ -50,7 +50,7 @@ type options struct {
 	// the policy flags; validate parses them into policy.
 	imagePrefixes   string
 	priorityClasses string
-	policy          stub.Policy
+	policy          memcached.Policy
 }
 
 // parseOptions parses args (without the program name). Defaults come from

@@ -71,14 +71,14 @@ func TestParseOptions(t *testing.T) {
 		{name: "zero retry period", args: []string{"--leader-elect", "--leader-elect-retry-period=0s"}, wantErr: "must be positive"},
 		{name: "timings unchecked without leader election", args: []string{"--leader-elect-renew-deadline=1h"}, check: func(o *options) bool { return !o.leaderElect }},
 		{name: "policy flags", args: []string{"--allowed-image-prefixes=registry.example.com/cache/, docker.io/library/memcached:", "--allowed-priority-classes=cache-low,cache-high", "--forbid-keyless-tolerations"}, check: func(o *options) bool {
-			return reflect.DeepEqual(o.policy, stub.Policy{
+			return reflect.DeepEqual(o.policy, memcached.Policy{
 				ImagePrefixes:            []string{"registry.example.com/cache/", "docker.io/library/memcached:"},
 				PriorityClasses:          []string{"cache-low", "cache-high"},
 				ForbidKeylessTolerations: true,
 			})
 		}},
 		{name: "policy from env", env: map[string]string{"ALLOWED_IMAGE_PREFIXES": "registry.example.com/", "ALLOWED_PRIORITY_CLASSES": "cache", "FORBID_KEYLESS_TOLERATIONS": "true"}, check: func(o *options) bool {
-			return reflect.DeepEqual(o.policy, stub.Policy{ImagePrefixes: []string{"registry.example.com/"}, PriorityClasses: []string{"cache"}, ForbidKeylessTolerations: true})
+			return reflect.DeepEqual(o.policy, memcached.Policy{ImagePrefixes: []string{"registry.example.com/"}, PriorityClasses: []string{"cache"}, ForbidKeylessTolerations: true})
 		}},
 		{name: "policy flags beat env", args: []string{"--allowed-image-prefixes=", "--forbid-keyless-tolerations=false"}, env: map[string]string{"ALLOWED_IMAGE_PREFIXES": "registry.example.com/", "FORBID_KEYLESS_TOLERATIONS": "true"}, check: func(o *options) bool {
 			return o.policy.ImagePrefixes == nil && !o.policy.ForbidKeylessTolerations

@@ -1,12 +1,12 @@
 // Package memcached holds what a Memcached asks for, as pure functions of
 // it: the children's desired objects (deployment.go, service.go, pdb.go,
 // servicemonitor.go), the spec's rules and defaults (spec.go, extraargs.go,
-// security.go), the status it should have given what the caches show
-// (status.go), and the reasons that conditions and Events give
-// (reasons.go). It imports no client: nothing here reads the cluster, logs
-// or keeps state, so that every rule is tested as a table of inputs and
-// outputs, and package stub, which holds the handler, only decides when to
-// apply them.
+// security.go) and the bounds of the operator's policy flags (policy.go),
+// the status it should have given what the caches show (status.go), and
+// the reasons that conditions and Events give (reasons.go). It imports no
+// client: nothing here reads the cluster, logs or keeps state, so that
+// every rule is tested as a table of inputs and outputs, and package stub,
+// which holds the handler, only decides when to apply them.
 //
 // # Children
 //

@@ -69,7 +69,7 @@ type Handler struct {
 	// batch delays the reconciles that children's changes ask for.
 	batch time.Duration
 	// policy bounds what a Memcached may ask of its pods.
-	policy Policy
+	policy memcached.Policy
 	// observe, if set, is told the outcome of every reconcile.
 	observe ReconcileObserver
 }
@@ -162,10 +162,10 @@ func (h *Handler) BatchChildUpdates(period time.Duration) {
 }
 
 // EnforcePolicy makes h refuse every Memcached outside p, with
-// Degraded=True and a Warning Event of reason ReasonPolicyViolation, and
+// Degraded=True and a Warning Event of reason memcached.ReasonPolicyViolation, and
 // leave its Deployment as it is, or uncreated. Call it before h handles any
 // event.
-func (h *Handler) EnforcePolicy(p Policy) {
+func (h *Handler) EnforcePolicy(p memcached.Policy) {
 	h.policy = p
 }
 

@@ -52,8 +52,8 @@ func (h *Handler) reconcileSteps(m *v1alpha1.Memcached) error {
 	if err := memcached.ValidateSpec(m); err != nil {
 		return h.updateStatus(m, nil, nil, newFailure(memcached.ReasonInvalidSpec, "%v", err))
 	}
-	if err := h.policy.check(m); err != nil {
-		return h.updateStatus(m, nil, nil, newFailure(ReasonPolicyViolation, "%v", err))
+	if err := h.policy.Check(m); err != nil {
+		return h.updateStatus(m, nil, nil, newFailure(memcached.ReasonPolicyViolation, "%v", err))
 	}
 	want, err := h.desired(m)
 	if err != nil {

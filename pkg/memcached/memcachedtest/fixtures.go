@@ -197,3 +197,10 @@ func PacedDeployment(m *v1alpha1.Memcached, replicas int32) *appsv1.Deployment {
 	d.Spec.Template.Annotations[memcached.PacedRollAnnotation] = "true"
 	return d
 }
+
+// StrictPolicy is a memcached.Policy with every check on.
+var StrictPolicy = memcached.Policy{
+	ImagePrefixes:            []string{"registry.example.com/cache/", "docker.io/library/memcached:"},
+	PriorityClasses:          []string{"cache-low", "cache-high"},
+	ForbidKeylessTolerations: true,
+}

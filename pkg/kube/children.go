@@ -196,10 +196,10 @@ func newPolicyScheme() *runtime.Scheme {
 	return s
 }
 
-// NewPodDisruptionBudgetRESTClient returns a JSON REST client, from cfg,
+// newPodDisruptionBudgetRESTClient returns a JSON REST client, from cfg,
 // for policy/v1 PodDisruptionBudgets as client-go 1.11's policy/v1beta1
 // types.
-func NewPodDisruptionBudgetRESTClient(cfg *rest.Config) (*rest.RESTClient, error) {
+func newPodDisruptionBudgetRESTClient(cfg *rest.Config) (*rest.RESTClient, error) {
 	return jsonRESTClient(cfg, memcached.PolicyV1, policyScheme)
 }
 
@@ -225,11 +225,11 @@ func newMonitoringScheme() *runtime.Scheme {
 	return s
 }
 
-// NewServiceMonitorRESTClient returns a JSON REST client, from cfg, for the
+// newServiceMonitorRESTClient returns a JSON REST client, from cfg, for the
 // Prometheus Operator's monitoring.coreos.com/v1 ServiceMonitors, which
 // client-go 1.11 has no type for. Its requests carry their Content-Type,
 // which the API server requires and client-go 1.11's dynamic client leaves
 // out of creates and deletes.
-func NewServiceMonitorRESTClient(cfg *rest.Config) (*rest.RESTClient, error) {
+func newServiceMonitorRESTClient(cfg *rest.Config) (*rest.RESTClient, error) {
 	return jsonRESTClient(cfg, memcached.ServiceMonitorGVR.GroupVersion(), monitoringScheme)
 }

@@ -59,13 +59,14 @@ type CachedClient struct {
 type Clients struct {
 	// Kube and CacheKube may speak protobuf.
 	Kube, CacheKube kubernetes.Interface
-	// Memcacheds is from NewMemcachedRESTClient.
+	// Memcacheds speaks JSON to the Memcached API, as NewClients builds it.
 	Memcacheds rest.Interface
-	// PodDisruptionBudgets and CachePodDisruptionBudgets are from
-	// NewPodDisruptionBudgetRESTClient.
+	// PodDisruptionBudgets and CachePodDisruptionBudgets speak policy/v1
+	// JSON, as NewClients builds them.
 	PodDisruptionBudgets, CachePodDisruptionBudgets rest.Interface
 	Discovery                                       discovery.ServerResourcesInterface
-	// ServiceMonitors is from NewServiceMonitorRESTClient.
+	// ServiceMonitors speaks monitoring.coreos.com/v1 JSON, as NewClients
+	// builds it.
 	ServiceMonitors rest.Interface
 }
 
@@ -212,11 +213,11 @@ func (c *CachedClient) Start(stop <-chan struct{}) error {
 	return nil
 }
 
-// NewMemcachedRESTClient returns a REST client for the Memcached API, from
+// newMemcachedRESTClient returns a REST client for the Memcached API, from
 // cfg, that encodes and decodes the typed v1alpha1 objects as JSON, the
 // only encoding custom resources have. It is cheaper than the dynamic
 // client, which goes through maps. v1alpha1 must be in client-go's scheme.
-func NewMemcachedRESTClient(cfg *rest.Config) (*rest.RESTClient, error) {
+func newMemcachedRESTClient(cfg *rest.Config) (*rest.RESTClient, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.GroupVersion = &v1alpha1.SchemeGroupVersion
 	cfg.APIPath = "/apis"
@@ -425,19 +426,19 @@ func indexByMemcached(obj interface{}) ([]string, error) {
 func NewClients(cfg, cacheCfg *rest.Config) (Clients, error) {
 	var c Clients
 	var err error
-	if c.Memcacheds, err = NewMemcachedRESTClient(cfg); err != nil {
+	if c.Memcacheds, err = newMemcachedRESTClient(cfg); err != nil {
 		return c, fmt.Errorf("failed to create the Memcached client: %v", err)
 	}
-	if c.PodDisruptionBudgets, err = NewPodDisruptionBudgetRESTClient(cfg); err != nil {
+	if c.PodDisruptionBudgets, err = newPodDisruptionBudgetRESTClient(cfg); err != nil {
 		return c, fmt.Errorf("failed to create the PodDisruptionBudget client: %v", err)
 	}
-	if c.CachePodDisruptionBudgets, err = NewPodDisruptionBudgetRESTClient(cacheCfg); err != nil {
+	if c.CachePodDisruptionBudgets, err = newPodDisruptionBudgetRESTClient(cacheCfg); err != nil {
 		return c, fmt.Errorf("failed to create the PodDisruptionBudget client: %v", err)
 	}
 	if c.Discovery, err = discovery.NewDiscoveryClientForConfig(cfg); err != nil {
 		return c, fmt.Errorf("failed to create discovery client: %v", err)
 	}
-	if c.ServiceMonitors, err = NewServiceMonitorRESTClient(cfg); err != nil {
+	if c.ServiceMonitors, err = newServiceMonitorRESTClient(cfg); err != nil {
 		return c, fmt.Errorf("failed to create the ServiceMonitor client: %v", err)
 	}
 	protobuf := func(cfg *rest.Config) *rest.Config {

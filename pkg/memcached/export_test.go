@@ -30,6 +30,7 @@ const (
 	MemcachedUID             = memcachedUID
 	MetricsPort              = metricsPort
 	MinMemoryLimit           = minMemoryLimit
+	MetricsPortName          = metricsPortName
 	MsgAuthProtocol          = msgAuthProtocol
 	MsgConnLimit             = msgConnLimit
 	MsgConnsPerThread        = msgConnsPerThread

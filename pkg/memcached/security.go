@@ -22,8 +22,8 @@ const (
 	// metricsPort is the sidecar's metrics port, memcached_exporter's, so
 	// that scrape configs written for it find ours.
 	metricsPort = 9150
-	// MetricsPortName names the metrics port in the pods and the Service.
-	MetricsPortName = "metrics"
+	// metricsPortName names the metrics port in the pods and the Service.
+	metricsPortName = "metrics"
 	// tlsVolume and authVolume name the Secret volumes, mounted at tlsDir
 	// and authDir in both containers.
 	tlsVolume  = "tls"
@@ -164,7 +164,7 @@ func sidecarContainer(m *v1alpha1.Memcached, image string, mounts []corev1.Volum
 	}
 	if Monitored(m) {
 		c.Args = append(c.Args, "--metrics-addr=:"+strconv.Itoa(metricsPort))
-		c.Ports = []corev1.ContainerPort{{Name: MetricsPortName, ContainerPort: metricsPort, Protocol: corev1.ProtocolTCP}}
+		c.Ports = []corev1.ContainerPort{{Name: metricsPortName, ContainerPort: metricsPort, Protocol: corev1.ProtocolTCP}}
 	}
 	return c
 }

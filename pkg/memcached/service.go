@@ -22,9 +22,9 @@ func NewService(m *v1alpha1.Memcached) *corev1.Service {
 	}}
 	if Monitored(m) {
 		ports = append(ports, corev1.ServicePort{
-			Name:       MetricsPortName,
+			Name:       metricsPortName,
 			Port:       metricsPort,
-			TargetPort: intstr.FromString(MetricsPortName),
+			TargetPort: intstr.FromString(metricsPortName),
 			Protocol:   corev1.ProtocolTCP,
 		})
 	}

@@ -30,7 +30,7 @@ func serviceMonitorSpec(m *v1alpha1.Memcached) map[string]interface{} {
 		"selector":          map[string]interface{}{"matchLabels": matchLabels},
 		"namespaceSelector": map[string]interface{}{"matchNames": []interface{}{m.Namespace}},
 		"endpoints": []interface{}{map[string]interface{}{
-			"port":     MetricsPortName,
+			"port":     metricsPortName,
 			"interval": serviceMonitorInterval,
 		}},
 	}
@@ -56,7 +56,7 @@ func NewServiceMonitor(m *v1alpha1.Memcached) (*unstructured.Unstructured, error
 // HasMetricsPort reports whether s has the metrics port.
 func HasMetricsPort(s *corev1.Service) bool {
 	for _, p := range s.Spec.Ports {
-		if p.Name == MetricsPortName {
+		if p.Name == metricsPortName {
 			return true
 		}
 	}

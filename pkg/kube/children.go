@@ -151,10 +151,10 @@ func (c *children[T]) create(manifest *unstructured.Unstructured) (T, error) {
 // one, and maybe created another, within the lag of the operator's cache.
 var ErrReplaced = errors.New("replaced since the operator's cache showed it")
 
-// patch sends a JSON patch whose first operation tests that the object's
-// UID is uid (see memcached.JSONPatchSet). The API server refuses a failed test as an
-// invalid request, as it refuses a patch that breaks validation; only then
-// the object is read, to tell the two apart.
+// patch sends a JSON patch whose first operation tests that the object's UID is
+// uid (see memcached.JSONPatchSet). The API server refuses a failed test as an
+// invalid request, as it refuses a patch that breaks validation; only then the
+// object is read, to tell the two apart.
 func (c *children[T]) patch(namespace, name string, uid types.UID, patch []byte) error {
 	err := c.client.Patch(types.JSONPatchType).Namespace(namespace).Resource(c.resource.Resource).Name(name).Body(patch).Do().Error()
 	if !apierrors.IsInvalid(err) {

@@ -83,12 +83,12 @@ func trimmedListWatch(selector string, list func(metav1.ListOptions) (runtime.Ob
 	}
 }
 
-// trimPod keeps what the status is computed from (see memcached.ComputeStatus): the
-// pod's name, labels, template hash and deletion; its phase, its Ready
-// condition, a PodScheduled condition that is False, and of its
-// containers' states the reasons, messages and exit codes. Two versions of
-// a pod that differ only in what is dropped, such as its binding to a node
-// or its start time, then compare equal (see podChanged).
+// trimPod keeps what the status is computed from (see memcached.ComputeStatus):
+// the pod's name, labels, template hash and deletion; its phase, its Ready
+// condition, a PodScheduled condition that is False, and of its containers'
+// states the reasons, messages and exit codes. Two versions of a pod that
+// differ only in what is dropped, such as its binding to a node or its start
+// time, then compare equal (see podChanged).
 func trimPod(p *corev1.Pod) {
 	p.GenerateName = ""
 	p.OwnerReferences = nil
@@ -169,8 +169,8 @@ func deploymentStuckConditions(conditions []appsv1.DeploymentCondition) []appsv1
 	return out
 }
 
-// trimService keeps what the handler's ensureService compares: the Service's metadata
-// without annotations, its cluster IP, selector and ports.
+// trimService keeps what the handler's ensureService compares: the Service's
+// metadata without annotations, its cluster IP, selector and ports.
 func trimService(s *corev1.Service) {
 	s.Annotations = nil
 	s.Spec = corev1.ServiceSpec{
@@ -188,8 +188,8 @@ func trimPodDisruptionBudget(p *policyv1beta1.PodDisruptionBudget) {
 	p.Status = policyv1beta1.PodDisruptionBudgetStatus{}
 }
 
-// onlyTemplateHash returns annotations with memcached.TemplateHashAnnotation alone,
-// or nil without it.
+// onlyTemplateHash returns annotations with memcached.TemplateHashAnnotation
+// alone, or nil without it.
 func onlyTemplateHash(annotations map[string]string) map[string]string {
 	h, ok := annotations[memcached.TemplateHashAnnotation]
 	if !ok {

@@ -14,19 +14,18 @@
 // and controlled by it. An object of that name that another owner controls
 // is never changed: it is reported as NotOwned in Degraded and an Event.
 //
-// The Deployment rolls one pod at a time (maxSurge 1, maxUnavailable 0),
-// so Ready pods never drop below spec.size. Whether its template is current
-// is decided by a hash of the desired template (TemplateHashAnnotation, on every
-// pod too), not by comparing templates, so that the
-// caches need not hold pod templates and pods of an older template are
-// told apart; an edit of the template by hand stays until the spec
-// changes. progressDeadlineSeconds is 300: the Deployment controller
-// restarts that clock with every pod that becomes available, so it bounds
-// one pod's start; Deployments of earlier versions get it by a patch of
-// that field alone, which rolls nothing
-// (TestSetsTheProgressDeadlineOfExistingDeployments). A pod being deleted
-// keeps serving for 5 s (a preStop sleep, which needs no shell in the
-// image) while it leaves the Service's endpoints.
+// The Deployment rolls one pod at a time (maxSurge 1, maxUnavailable 0), so
+// Ready pods never drop below spec.size. Whether its template is current is
+// decided by a hash of the desired template (TemplateHashAnnotation, on every
+// pod too), not by comparing templates, so that the caches need not hold pod
+// templates and pods of an older template are told apart; an edit of the
+// template by hand stays until the spec changes. progressDeadlineSeconds is
+// 300: the Deployment controller restarts that clock with every pod that
+// becomes available, so it bounds one pod's start; Deployments of earlier
+// versions get it by a patch of that field alone, which rolls nothing
+// (TestSetsTheProgressDeadlineOfExistingDeployments). A pod being deleted keeps
+// serving for 5 s (a preStop sleep, which needs no shell in the image) while it
+// leaves the Service's endpoints.
 //
 // The Service is headless, so cluster DNS and its EndpointSlices give every
 // Ready pod, which is how memcached clients find their servers. A Service

@@ -14,8 +14,8 @@ import (
 const serviceMonitorInterval = "30s"
 
 // ServiceMonitorGVR is the Prometheus Operator's ServiceMonitor API. Its
-// CustomResourceDefinition may be absent: the operator uses the API only
-// while discovery says it is served (see kube.CachedClient.ServiceMonitorsServed).
+// CustomResourceDefinition may be absent: the operator uses the API only while
+// discovery says it is served (see kube.CachedClient.ServiceMonitorsServed).
 var ServiceMonitorGVR = schema.GroupVersionResource{Group: "monitoring.coreos.com", Version: "v1", Resource: "servicemonitors"}
 
 // serviceMonitorSpec is the spec of m's ServiceMonitor: it selects m's

@@ -211,7 +211,8 @@ func TestCRDHasTheSameRules(t *testing.T) {
 	}
 }
 
-// maxThreadsForTest is the largest --threads that memcached.ThreadsPattern allows.
+// maxThreadsForTest is the largest --threads that memcached.ThreadsPattern
+// allows.
 const maxThreadsForTest = 64
 
 func TestItemLockPower(t *testing.T) {

@@ -227,18 +227,17 @@ func availableCondition(m *v1alpha1.Memcached, pods []*corev1.Pod) v1alpha1.Memc
 	return newCondition(v1alpha1.MemcachedAvailable, corev1.ConditionFalse, ReasonPodsNotReady, readyMessage(ready, m.Spec.Size))
 }
 
-// progressingCondition returns m's Progressing condition when its
-// Deployment is its own and o holds its pods: True with reason RollPending
-// while the roll to the operator's new pod template waits for a slot (see
-// pkg/stub's rolls.go); else False with reason Complete once spec.size pods of the
-// current template are all Ready and no other pod is live; False with the
-// Deployment controller's reason and message once it reports
-// ProgressDeadlineExceeded; otherwise True while a live pod runs an
-// older pod template (reason RollingUpdate), else while the number of live
-// pods differs from spec.size (Scaling), else while fewer than spec.size
-// are Ready (PodsStarting). A True condition's message ends with what keeps
-// the pods from getting there, if anything does (see stuck); the Degraded
-// condition gives the detail.
+// progressingCondition returns m's Progressing condition when its Deployment is
+// its own and o holds its pods: True with reason RollPending while the roll to
+// the operator's new pod template waits for a slot (see pkg/stub's rolls.go);
+// else False with reason Complete once spec.size pods of the current template
+// are all Ready and no other pod is live; False with the Deployment
+// controller's reason and message once it reports ProgressDeadlineExceeded;
+// otherwise True while a live pod runs an older pod template (reason
+// RollingUpdate), else while the number of live pods differs from spec.size
+// (Scaling), else while fewer than spec.size are Ready (PodsStarting). A True
+// condition's message ends with what keeps the pods from getting there, if
+// anything does (see stuck); the Degraded condition gives the detail.
 func progressingCondition(m *v1alpha1.Memcached, o Observation) v1alpha1.MemcachedCondition {
 	if o.RollPending != "" {
 		return newCondition(v1alpha1.MemcachedProgressing, corev1.ConditionTrue, ReasonRollPending, o.RollPending)

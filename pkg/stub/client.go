@@ -12,15 +12,14 @@ import (
 // Client is the narrow slice of the Kubernetes API that the reconcile uses.
 // Memcached resources come from the SDK's events instead (see Handler).
 //
-// For each kind of child, Get reads what the client knows without asking
-// the API server (NotFound means it has not seen the object; the caller
-// must not modify what it returns), Read asks the API server, Create sends
-// a manifest and returns the object as stored, trimmed as the cache's are,
-// Patch sends a JSON patch (RFC 6902) that begins by testing that the
-// object's UID is the given one (see memcached.JSONPatchSet) and returns an error
-// wrapping kube.ErrReplaced when the object of that name has another UID or is
-// gone, and Delete deletes the object only while it still has the given
-// UID.
+// For each kind of child, Get reads what the client knows without asking the
+// API server (NotFound means it has not seen the object; the caller must not
+// modify what it returns), Read asks the API server, Create sends a manifest
+// and returns the object as stored, trimmed as the cache's are, Patch sends a
+// JSON patch (RFC 6902) that begins by testing that the object's UID is the
+// given one (see memcached.JSONPatchSet) and returns an error wrapping
+// kube.ErrReplaced when the object of that name has another UID or is gone, and
+// Delete deletes the object only while it still has the given UID.
 type Client interface {
 	// UpdateMemcachedStatus writes m.Status through the status subresource
 	// and returns the Memcached as the API server stored it.

@@ -68,8 +68,8 @@
 //     queues a Memcached when one of its children or pods changes, and its
 //     APIMonitor logs when the Memcached API goes and comes back.
 //   - Deletes: a delete event only drops the Memcached from the store and
-//     starts the APIMonitor's check; owner references let the garbage collector remove
-//     the children.
+//     starts the APIMonitor's check; owner references let the garbage
+//     collector remove the children.
 //   - Requests that hang: main gives the reconcile's clients
 //     --kube-api-timeout (see package kube), so a request left unanswered
 //     fails and its Memcached is retried instead of holding a worker.
@@ -91,18 +91,17 @@
 //
 // # Status writes
 //
-// Status is computed, compared with the stored one, and written only when
-// it differs. While the pods are only progressing (Progressing True, nothing
-// Degraded), it is written at most once per --progress-status-interval,
-// counted from the previous write or the Deployment's creation
-// (progress.go), since each write costs the API server a validation and an
-// etcd write and every Memcached watcher an event. A status that says more
-// is written at once: the end of the progress, a failure, a new
-// observedGeneration, or any condition whose status changes
-// (TestProgressOnly, TestNewMemcachedGetsOneStatusWrite). The failing pod
-// reported is the first by name, and the kubelet's back-off delays and
-// restart counts are left out of messages, so a crash loop does not cost a
-// write per restart. A Warning Event goes with a Degraded condition when
-// that condition is first written, not on every retry (failure.go). The status itself, and how the spec is checked, are
-// package memcached's.
+// Status is computed, compared with the stored one, and written only when it
+// differs. While the pods are only progressing (Progressing True, nothing
+// Degraded), it is written at most once per --progress-status-interval, counted
+// from the previous write or the Deployment's creation (progress.go), since
+// each write costs the API server a validation and an etcd write and every
+// Memcached watcher an event. A status that says more is written at once: the
+// end of the progress, a failure, a new observedGeneration, or any condition
+// whose status changes (TestProgressOnly, TestNewMemcachedGetsOneStatusWrite).
+// The failing pod reported is the first by name, and the kubelet's back-off
+// delays and restart counts are left out of messages, so a crash loop does not
+// cost a write per restart. A Warning Event goes with a Degraded condition when
+// that condition is first written, not on every retry (failure.go). The status
+// itself, and how the spec is checked, are package memcached's.
 package stub

@@ -271,8 +271,8 @@ func fakeCreate[T fakeObject[T]](f *fakeClient, kind string, gr schema.GroupReso
 }
 
 // fakePatch records the patch; it applies JSON patches of whole paths, as
-// memcached.JSONPatchSet makes them, to the stored object. A failed test, or a patch
-// that does not test uid first, is refused as CachedClient refuses it.
+// memcached.JSONPatchSet makes them, to the stored object. A failed test, or a
+// patch that does not test uid first, is refused as CachedClient refuses it.
 func fakePatch[T fakeObject[T]](f *fakeClient, kind string, gr schema.GroupResource, objects map[string]T, namespace, name string, uid types.UID, patch []byte) error {
 	action := "patch " + kind + " " + key(namespace, name)
 	if err := f.record(action); err != nil {

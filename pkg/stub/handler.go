@@ -161,10 +161,9 @@ func (h *Handler) BatchChildUpdates(period time.Duration) {
 	h.batch = period
 }
 
-// EnforcePolicy makes h refuse every Memcached outside p, with
-// Degraded=True and a Warning Event of reason memcached.ReasonPolicyViolation, and
-// leave its Deployment as it is, or uncreated. Call it before h handles any
-// event.
+// EnforcePolicy makes h refuse every Memcached outside p, with Degraded=True
+// and a Warning Event of reason memcached.ReasonPolicyViolation, and leave its
+// Deployment as it is, or uncreated. Call it before h handles any event.
 func (h *Handler) EnforcePolicy(p memcached.Policy) {
 	h.policy = p
 }

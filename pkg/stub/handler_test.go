@@ -104,7 +104,8 @@ func inSync(m *v1alpha1.Memcached, replicas int32, more ...runtime.Object) []run
 	return append(objs, more...)
 }
 
-// inSyncStatus is the status the handler writes for m with the named ready pods.
+// inSyncStatus is the status the handler writes for m with the named ready
+// pods.
 func inSyncStatus(m *v1alpha1.Memcached, nodes ...string) v1alpha1.MemcachedStatus {
 	return v1alpha1.MemcachedStatus{
 		Nodes:              append([]string{}, nodes...),

@@ -214,11 +214,11 @@ func (h *Handler) ensureProgressDeadline(d *appsv1.Deployment) *failure {
 	return nil
 }
 
-// updateStatus writes the status that m's pods and Service, want (the
-// desired Deployment, nil when the reconcile stopped before it; see
-// memcached.Observation), d (m's Deployment as the reconcile found it, or nil) and
-// f, the failed step or nil, call for, when it differs from the stored
-// one, and returns f, or the write's error.
+// updateStatus writes the status that m's pods and Service, want (the desired
+// Deployment, nil when the reconcile stopped before it; see
+// memcached.Observation), d (m's Deployment as the reconcile found it, or nil)
+// and f, the failed step or nil, call for, when it differs from the stored one,
+// and returns f, or the write's error.
 //
 // A failure is recorded as a Warning Event only when the stored Degraded
 // condition does not already report it, so a step that keeps failing the same

@@ -25,14 +25,14 @@ import (
 // Ready pods of the new one (maxUnavailable 0). A roll that the Memcached's
 // own spec asks for, and the creation of a new Memcached, never wait.
 //
-// Everything the pacing decides from is in the cluster, so that a restart or
-// a new leader continues where the last one stopped: each Deployment's pod
-// template records the spec it was built from (memcached.SpecHashAnnotation) and
-// whether its last change was a paced one (memcached.PacedRollAnnotation), and the
-// rolls in flight are counted from the Deployments and pods in the caches.
-// Only two things are kept in memory: the slots granted whose patch the
-// cache has not shown yet, so that two workers never take the same slot,
-// and which Memcacheds wait, so that a freed slot wakes the next one by name.
+// Everything the pacing decides from is in the cluster, so that a restart or a
+// new leader continues where the last one stopped: each Deployment's pod
+// template records the spec it was built from (memcached.SpecHashAnnotation)
+// and whether its last change was a paced one (memcached.PacedRollAnnotation),
+// and the rolls in flight are counted from the Deployments and pods in the
+// caches. Only two things are kept in memory: the slots granted whose patch the
+// cache has not shown yet, so that two workers never take the same slot, and
+// which Memcacheds wait, so that a freed slot wakes the next one by name.
 
 const (
 	// DefaultMaxConcurrentRolls is the default of --max-concurrent-rolls.
@@ -137,12 +137,12 @@ func (h *Handler) PaceRolls(limit intstr.IntOrString) {
 }
 
 // rollsInFlight returns the Memcacheds that hold a slot, by namespace/name:
-// those whose Deployment memcached.PacedRollInFlight, as the caches show them, and
-// those granted one that the cache does not show yet; and the slots there
+// those whose Deployment memcached.PacedRollInFlight, as the caches show them,
+// and those granted one that the cache does not show yet; and the slots there
 // are for the Memcacheds' Deployments. It forgets the grants that the cache
 // shows. It reads the Deployment cache, not the Memcacheds the SDK has
-// delivered so far, which right after a start are only some of them. The
-// caller holds h.rolls.mu.
+// delivered so far, which right after a start are only some of them. The caller
+// holds h.rolls.mu.
 func (h *Handler) rollsInFlight() (inFlight map[string]bool, slots int, err error) {
 	p := h.rolls
 	deployments, err := h.client.ListDeployments()

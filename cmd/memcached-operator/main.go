@@ -23,6 +23,7 @@ import (
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
 	"github.com/example-inc/memcached-operator/pkg/events"
+	"github.com/example-inc/memcached-operator/pkg/kube"
 	"github.com/example-inc/memcached-operator/pkg/leader"
 	"github.com/example-inc/memcached-operator/pkg/metrics"
 	"github.com/example-inc/memcached-operator/pkg/stub"
@@ -35,9 +36,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
@@ -116,7 +115,7 @@ func run(opts *options) error {
 	if err := v1alpha1.AddToScheme(scheme.Scheme); err != nil {
 		return fmt.Errorf("failed to register Memcached: %v", err)
 	}
-	clients, err := newClients(cfg, cacheCfg)
+	clients, err := kube.NewClients(cfg, cacheCfg)
 	if err != nil {
 		return err
 	}
@@ -168,7 +167,7 @@ func run(opts *options) error {
 	reconcile := func(ctx context.Context) error {
 		reconciling.Store(true)
 		m.SetLeader(true)
-		client := stub.NewCachedClient(clients, namespace)
+		client := kube.NewCachedClient(clients, namespace)
 		handler := stub.NewHandler(client, recorder, opts.memcachedImage)
 		handler.UseSidecarImage(opts.sidecarImage)
 		handler.BatchChildUpdates(opts.childBatch)
@@ -207,44 +206,6 @@ func run(opts *options) error {
 		logrus.Info("received a termination signal, shutting down")
 	}
 	return err
-}
-
-// newClients returns the reconcile's clients from cfg, and its caches' from
-// cacheCfg (see stub.Clients). Built-in types travel as protobuf, which
-// costs the operator and the API server far less CPU than JSON; the
-// Memcached, PodDisruptionBudget, ServiceMonitor and discovery clients
-// speak JSON.
-func newClients(cfg, cacheCfg *rest.Config) (stub.Clients, error) {
-	var c stub.Clients
-	var err error
-	if c.Memcacheds, err = stub.NewMemcachedRESTClient(cfg); err != nil {
-		return c, fmt.Errorf("failed to create the Memcached client: %v", err)
-	}
-	if c.PodDisruptionBudgets, err = stub.NewPodDisruptionBudgetRESTClient(cfg); err != nil {
-		return c, fmt.Errorf("failed to create the PodDisruptionBudget client: %v", err)
-	}
-	if c.CachePodDisruptionBudgets, err = stub.NewPodDisruptionBudgetRESTClient(cacheCfg); err != nil {
-		return c, fmt.Errorf("failed to create the PodDisruptionBudget client: %v", err)
-	}
-	if c.Discovery, err = discovery.NewDiscoveryClientForConfig(cfg); err != nil {
-		return c, fmt.Errorf("failed to create discovery client: %v", err)
-	}
-	if c.ServiceMonitors, err = stub.NewServiceMonitorRESTClient(cfg); err != nil {
-		return c, fmt.Errorf("failed to create the ServiceMonitor client: %v", err)
-	}
-	protobuf := func(cfg *rest.Config) *rest.Config {
-		cfg = rest.CopyConfig(cfg)
-		cfg.ContentType = "application/vnd.kubernetes.protobuf"
-		cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-		return cfg
-	}
-	if c.Kube, err = kubernetes.NewForConfig(protobuf(cfg)); err != nil {
-		return c, fmt.Errorf("failed to create kubernetes client: %v", err)
-	}
-	if c.CacheKube, err = kubernetes.NewForConfig(protobuf(cacheCfg)); err != nil {
-		return c, fmt.Errorf("failed to create kubernetes client: %v", err)
-	}
-	return c, nil
 }
 
 // memcachedAPIPoll is how often the operator checks, before it starts, whether

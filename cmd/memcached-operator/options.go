@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/example-inc/memcached-operator/pkg/memcached"
 	"github.com/example-inc/memcached-operator/pkg/stub"
 	"github.com/sirupsen/logrus"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -49,7 +50,7 @@ type options struct {
 	// the policy flags; validate parses them into policy.
 	imagePrefixes   string
 	priorityClasses string
-	policy          stub.Policy
+	policy          memcached.Policy
 }
 
 // parseOptions parses args (without the program name). Defaults come from
@@ -70,7 +71,7 @@ func parseOptions(args []string, getenv func(string) string, output io.Writer) (
 	fs.StringVar(&o.maxRolls, "max-concurrent-rolls", stub.DefaultMaxConcurrentRolls, "How many Memcacheds at most roll at once because the operator's pod template changed (a new --memcached-image or operator version): a number, at least 1, or a percentage of all Memcacheds, rounded up. The next starts once one of them has only Ready pods of the new template. Rolls that a resource's own spec change asks for, and new resources, never wait.")
 	sidecar := getenv("SIDECAR_IMAGE")
 	if sidecar == "" {
-		sidecar = stub.DefaultSidecarImage
+		sidecar = memcached.DefaultSidecarImage
 	}
 	fs.StringVar(&o.sidecarImage, "sidecar-image", sidecar, "Image of the sidecar that refreshes certificates and serves metrics in the pods of Memcacheds with spec.tls or spec.monitoring (env SIDECAR_IMAGE). A change rolls those pods like a change of --memcached-image, paced by --max-concurrent-rolls.")
 	fs.Float64Var(&o.kubeAPIQPS, "kube-api-qps", 50, "Sustained requests per second to the API server from the reconcile.")

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example-inc/memcached-operator/pkg/memcached"
 	"github.com/example-inc/memcached-operator/pkg/stub"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -46,7 +47,7 @@ func TestParseOptions(t *testing.T) {
 		{name: "no concurrent rolls", args: []string{"--max-concurrent-rolls=0"}, wantErr: "must be at least 1"},
 		{name: "a percentage over 100", args: []string{"--max-concurrent-rolls=150%"}, wantErr: "percentage from 1% to 100%"},
 		{name: "no percent sign", args: []string{"--max-concurrent-rolls=ten"}, wantErr: "percentage from 1% to 100%"},
-		{name: "default sidecar image", check: func(o *options) bool { return o.sidecarImage == stub.DefaultSidecarImage }},
+		{name: "default sidecar image", check: func(o *options) bool { return o.sidecarImage == memcached.DefaultSidecarImage }},
 		{name: "sidecar image from env", env: map[string]string{"SIDECAR_IMAGE": "mirror/sidecar:1"}, check: func(o *options) bool { return o.sidecarImage == "mirror/sidecar:1" }},
 		{name: "sidecar flag beats env", args: []string{"--sidecar-image=a:1"}, env: map[string]string{"SIDECAR_IMAGE": "b:2"}, check: func(o *options) bool { return o.sidecarImage == "a:1" }},
 		{name: "empty sidecar image", args: []string{"--sidecar-image="}, wantErr: "--sidecar-image must not be empty"},
@@ -70,14 +71,14 @@ func TestParseOptions(t *testing.T) {
 		{name: "zero retry period", args: []string{"--leader-elect", "--leader-elect-retry-period=0s"}, wantErr: "must be positive"},
 		{name: "timings unchecked without leader election", args: []string{"--leader-elect-renew-deadline=1h"}, check: func(o *options) bool { return !o.leaderElect }},
 		{name: "policy flags", args: []string{"--allowed-image-prefixes=registry.example.com/cache/, docker.io/library/memcached:", "--allowed-priority-classes=cache-low,cache-high", "--forbid-keyless-tolerations"}, check: func(o *options) bool {
-			return reflect.DeepEqual(o.policy, stub.Policy{
+			return reflect.DeepEqual(o.policy, memcached.Policy{
 				ImagePrefixes:            []string{"registry.example.com/cache/", "docker.io/library/memcached:"},
 				PriorityClasses:          []string{"cache-low", "cache-high"},
 				ForbidKeylessTolerations: true,
 			})
 		}},
 		{name: "policy from env", env: map[string]string{"ALLOWED_IMAGE_PREFIXES": "registry.example.com/", "ALLOWED_PRIORITY_CLASSES": "cache", "FORBID_KEYLESS_TOLERATIONS": "true"}, check: func(o *options) bool {
-			return reflect.DeepEqual(o.policy, stub.Policy{ImagePrefixes: []string{"registry.example.com/"}, PriorityClasses: []string{"cache"}, ForbidKeylessTolerations: true})
+			return reflect.DeepEqual(o.policy, memcached.Policy{ImagePrefixes: []string{"registry.example.com/"}, PriorityClasses: []string{"cache"}, ForbidKeylessTolerations: true})
 		}},
 		{name: "policy flags beat env", args: []string{"--allowed-image-prefixes=", "--forbid-keyless-tolerations=false"}, env: map[string]string{"ALLOWED_IMAGE_PREFIXES": "registry.example.com/", "FORBID_KEYLESS_TOLERATIONS": "true"}, check: func(o *options) bool {
 			return o.policy.ImagePrefixes == nil && !o.policy.ForbidKeylessTolerations

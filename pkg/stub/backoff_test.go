@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/example-inc/memcached-operator/pkg/memcached/memcachedtest"
 	"github.com/operator-framework/operator-sdk/pkg/sdk"
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -55,7 +56,7 @@ func backoffAttempts(window time.Duration) int {
 
 func TestBackoffHoldsAgainstOwnStatusWrites(t *testing.T) {
 	const window = time.Second
-	m := newMemcached("example", 1)
+	m := memcachedtest.NewMemcached("example", 1)
 	m.ResourceVersion = "1"
 	f := newFixture(t, m)
 	client := &flakyWebhookClient{fakeClient: f.client}
@@ -99,7 +100,7 @@ func TestBackoffHoldsAgainstOwnStatusWrites(t *testing.T) {
 
 func TestMemcachedStoreTellsOwnWritesApart(t *testing.T) {
 	version := func(rv string) *v1alpha1.Memcached {
-		m := newMemcached("example", 1)
+		m := memcachedtest.NewMemcached("example", 1)
 		m.ResourceVersion = rv
 		return m
 	}

@@ -7,6 +7,9 @@ import (
 	"testing"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/example-inc/memcached-operator/pkg/kube"
+	"github.com/example-inc/memcached-operator/pkg/memcached"
+	"github.com/example-inc/memcached-operator/pkg/memcached/memcachedtest"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1beta1 "k8s.io/api/policy/v1beta1"
@@ -16,10 +19,10 @@ import (
 )
 
 func TestRollsThePodTemplateWhenTheSpecChanges(t *testing.T) {
-	m := newMemcached("example", 2)
-	before := ownedDeployment(m, 2)
+	m := memcachedtest.NewMemcached("example", 2)
+	before := memcachedtest.OwnedDeployment(m, 2)
 	m.Spec.Image = "registry.local/memcached:1.6.99"
-	f := newFixture(t, m, before, ownedService(m), ownedBudget(m))
+	f := newFixture(t, m, before, memcachedtest.OwnedService(m), memcachedtest.OwnedBudget(m))
 
 	if err := f.handle(m, false); err != nil {
 		t.Fatalf("Handle: %v", err)
@@ -35,7 +38,7 @@ func TestRollsThePodTemplateWhenTheSpecChanges(t *testing.T) {
 		"update memcached/status test/example",
 	})
 	d := f.client.deployments["test/example"]
-	if got, want := templateOf(d), currentHash(m); got != want || got == templateOf(before) {
+	if got, want := memcached.TemplateOf(d), memcachedtest.CurrentHash(m); got != want || got == memcached.TemplateOf(before) {
 		t.Errorf("template hash after the patch: got %q, want %q", got, want)
 	}
 	if img := d.Spec.Template.Spec.Containers[0].Image; img != m.Spec.Image {
@@ -50,13 +53,13 @@ func TestRollsThePodTemplateWhenTheSpecChanges(t *testing.T) {
 }
 
 func TestRepairsTheService(t *testing.T) {
-	m := newMemcached("example", 1)
-	edited := ownedService(m)
+	m := memcachedtest.NewMemcached("example", 1)
+	edited := memcachedtest.OwnedService(m)
 	edited.Spec.Selector = map[string]string{"app": "memcached", "memcached_cr": "example", "extra": "x"}
 	edited.Spec.Ports[0].Port = 80
-	withIP := ownedService(m)
+	withIP := memcachedtest.OwnedService(m)
 	withIP.Spec.ClusterIP = "10.0.0.7"
-	foreign := newServiceForMemcached(m)
+	foreign := memcached.NewService(m)
 	foreign.OwnerReferences = nil
 	tests := []struct {
 		name       string
@@ -72,7 +75,7 @@ func TestRepairsTheService(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t, m, ownedDeployment(m, 1), tt.svc)
+			f := newFixture(t, m, memcachedtest.OwnedDeployment(m, 1), tt.svc)
 
 			err := f.handle(m, false)
 
@@ -90,7 +93,7 @@ func TestRepairsTheService(t *testing.T) {
 			}
 			if tt.wantAction == "patch service test/example" {
 				s := f.client.services["test/example"]
-				if !portsEqual(s.Spec.Ports, newServiceForMemcached(m).Spec.Ports) || len(s.Spec.Selector) != 2 {
+				if !portsEqual(s.Spec.Ports, memcached.NewService(m).Spec.Ports) || len(s.Spec.Selector) != 2 {
 					t.Errorf("service after the patch: selector %v ports %+v", s.Spec.Selector, s.Spec.Ports)
 				}
 			}
@@ -99,8 +102,8 @@ func TestRepairsTheService(t *testing.T) {
 				t.Errorf("status.serviceName: got %q, want %q", status.ServiceName, tt.wantName)
 			}
 			if tt.wantErr != "" {
-				if c := findCondition(status.Conditions, v1alpha1.MemcachedDegraded); c == nil || c.Reason != ReasonServiceNotOwned {
-					t.Errorf("Degraded: got %+v, want reason %s", c, ReasonServiceNotOwned)
+				if c := memcached.FindCondition(status.Conditions, v1alpha1.MemcachedDegraded); c == nil || c.Reason != memcached.ReasonServiceNotOwned {
+					t.Errorf("Degraded: got %+v, want reason %s", c, memcached.ReasonServiceNotOwned)
 				}
 			}
 		})
@@ -109,7 +112,7 @@ func TestRepairsTheService(t *testing.T) {
 
 func TestBudgetFollowsSize(t *testing.T) {
 	foreign := func(m *v1alpha1.Memcached) *policyv1beta1.PodDisruptionBudget {
-		p := ownedBudget(m)
+		p := memcachedtest.OwnedBudget(m)
 		p.OwnerReferences = nil
 		return p
 	}
@@ -121,13 +124,13 @@ func TestBudgetFollowsSize(t *testing.T) {
 		wantAction string
 		wantBudget bool
 	}{
-		{name: "size 1 removes its own budget", size: 1, budget: ownedBudget, wantAction: "delete poddisruptionbudget test/example"},
-		{name: "size 0 removes its own budget", size: 0, budget: ownedBudget, wantAction: "delete poddisruptionbudget test/example"},
+		{name: "size 1 removes its own budget", size: 1, budget: memcachedtest.OwnedBudget, wantAction: "delete poddisruptionbudget test/example"},
+		{name: "size 0 removes its own budget", size: 0, budget: memcachedtest.OwnedBudget, wantAction: "delete poddisruptionbudget test/example"},
 		{name: "size 1 leaves someone else's", size: 1, budget: foreign, wantBudget: true},
 		{name: "size 3 creates one", size: 3, wantAction: "create poddisruptionbudget test/example", wantBudget: true},
-		{name: "size 3 keeps its own", size: 3, budget: ownedBudget, wantBudget: true},
+		{name: "size 3 keeps its own", size: 3, budget: memcachedtest.OwnedBudget, wantBudget: true},
 		{name: "an edited budget is restored", size: 3, budget: func(m *v1alpha1.Memcached) *policyv1beta1.PodDisruptionBudget {
-			p := ownedBudget(m)
+			p := memcachedtest.OwnedBudget(m)
 			p.Spec.MaxUnavailable = nil
 			p.Spec.MinAvailable = &minAvailable
 			return p
@@ -135,8 +138,8 @@ func TestBudgetFollowsSize(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newMemcached("example", tt.size)
-			f := newFixture(t, m, ownedDeployment(m, tt.size), ownedService(m))
+			m := memcachedtest.NewMemcached("example", tt.size)
+			f := newFixture(t, m, memcachedtest.OwnedDeployment(m, tt.size), memcachedtest.OwnedService(m))
 			if tt.budget != nil {
 				f.client.pdbs["test/example"] = tt.budget(m)
 			}
@@ -166,7 +169,7 @@ func TestBudgetFollowsSize(t *testing.T) {
 }
 
 func TestInvalidSpecChangesNothing(t *testing.T) {
-	m := newMemcached("example", 2)
+	m := memcachedtest.NewMemcached("example", 2)
 	f := newFixture(t, m)
 	m.Spec.ExtraArgs = []string{"--port=1"}
 
@@ -180,8 +183,8 @@ func TestInvalidSpecChangesNothing(t *testing.T) {
 		"get service test/example",
 		"update memcached/status test/example",
 	})
-	if c := findCondition(f.client.statuses[0].Conditions, v1alpha1.MemcachedDegraded); c == nil || c.Status != corev1.ConditionTrue || c.Reason != ReasonInvalidSpec {
-		t.Errorf("Degraded: got %+v, want True with reason %s", c, ReasonInvalidSpec)
+	if c := memcached.FindCondition(f.client.statuses[0].Conditions, v1alpha1.MemcachedDegraded); c == nil || c.Status != corev1.ConditionTrue || c.Reason != memcached.ReasonInvalidSpec {
+		t.Errorf("Degraded: got %+v, want True with reason %s", c, memcached.ReasonInvalidSpec)
 	}
 }
 
@@ -190,7 +193,7 @@ func TestInvalidSpecChangesNothing(t *testing.T) {
 // toleration the API server refuses in a pod, keeps the pods it has: no
 // scale, no new template.
 func TestInvalidSpecLeavesExistingDeploymentAlone(t *testing.T) {
-	m := newMemcached("example", 2)
+	m := memcachedtest.NewMemcached("example", 2)
 	f := newFixture(t, inSync(m, 2)...)
 	changed := m.DeepCopy()
 	changed.Generation++
@@ -208,13 +211,13 @@ func TestInvalidSpecLeavesExistingDeploymentAlone(t *testing.T) {
 		"get service test/example",
 		"update memcached/status test/example",
 	})
-	if c := findCondition(f.client.statuses[0].Conditions, v1alpha1.MemcachedDegraded); c == nil || c.Status != corev1.ConditionTrue || c.Reason != ReasonInvalidSpec {
-		t.Errorf("Degraded: got %+v, want True with reason %s", c, ReasonInvalidSpec)
+	if c := memcached.FindCondition(f.client.statuses[0].Conditions, v1alpha1.MemcachedDegraded); c == nil || c.Status != corev1.ConditionTrue || c.Reason != memcached.ReasonInvalidSpec {
+		t.Errorf("Degraded: got %+v, want True with reason %s", c, memcached.ReasonInvalidSpec)
 	}
 }
 
 func TestTemplateHashIsRememberedPerGeneration(t *testing.T) {
-	m := newMemcached("example", 2)
+	m := memcachedtest.NewMemcached("example", 2)
 	f := newFixture(t, m)
 
 	first, err := f.handler.desired(m)
@@ -236,8 +239,8 @@ func TestTemplateHashIsRememberedPerGeneration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if next.hash == first.hash || next.hash != currentHash(changed) {
-		t.Errorf("next generation: got hash %q, want a new one, %q", next.hash, currentHash(changed))
+	if next.hash == first.hash || next.hash != memcachedtest.CurrentHash(changed) {
+		t.Errorf("next generation: got hash %q, want a new one, %q", next.hash, memcachedtest.CurrentHash(changed))
 	}
 
 	recreated := m.DeepCopy()
@@ -258,16 +261,16 @@ func TestSetsTheProgressDeadlineOfExistingDeployments(t *testing.T) {
 		name     string
 		deadline *int32
 	}{
-		{name: "defaulted by the API server", deadline: int32p(600)},
-		{name: "edited", deadline: int32p(30)},
+		{name: "defaulted by the API server", deadline: memcachedtest.Int32p(600)},
+		{name: "edited", deadline: memcachedtest.Int32p(30)},
 		{name: "unset"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newMemcached("example", 1)
-			d := ownedDeployment(m, 1)
+			m := memcachedtest.NewMemcached("example", 1)
+			d := memcachedtest.OwnedDeployment(m, 1)
 			d.Spec.ProgressDeadlineSeconds = tt.deadline
-			f := newFixture(t, m, d, ownedService(m))
+			f := newFixture(t, m, d, memcachedtest.OwnedService(m))
 
 			if err := f.handle(m, false); err != nil {
 				t.Fatalf("Handle: %v", err)
@@ -286,8 +289,8 @@ func TestSetsTheProgressDeadlineOfExistingDeployments(t *testing.T) {
 				t.Errorf("patch: got %s, want %s: the UID test and the deadline alone, no roll", got, want)
 			}
 			after := f.client.deployments["test/example"]
-			if s := after.Spec.ProgressDeadlineSeconds; s == nil || *s != progressDeadlineSeconds || templateOf(after) != templateOf(d) {
-				t.Errorf("deployment after the patch: deadline %v, template %s; want %d and the same template", s, templateOf(after), progressDeadlineSeconds)
+			if s := after.Spec.ProgressDeadlineSeconds; s == nil || *s != memcached.ProgressDeadlineSeconds || memcached.TemplateOf(after) != memcached.TemplateOf(d) {
+				t.Errorf("deployment after the patch: deadline %v, template %s; want %d and the same template", s, memcached.TemplateOf(after), memcached.ProgressDeadlineSeconds)
 			}
 			if got := f.events(); len(got) != 0 {
 				t.Errorf("events: got %q, want none: no pod changes", got)
@@ -340,7 +343,7 @@ func TestNeverPatchesAReplacedChild(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newMemcached("example", 2)
+			m := memcachedtest.NewMemcached("example", 2)
 			objs := inSync(m, 2)
 			tt.change(m, objs)
 			f := newFixture(t, objs...)
@@ -348,7 +351,7 @@ func TestNeverPatchesAReplacedChild(t *testing.T) {
 
 			err := f.handle(m, false)
 
-			if !IsStale(err) || !errors.Is(err, errReplaced) {
+			if !IsStale(err) || !errors.Is(err, kube.ErrReplaced) {
 				t.Fatalf("reconcile: got %v, want a stale write of a replaced child", err)
 			}
 			var writes []string
@@ -361,9 +364,9 @@ func TestNeverPatchesAReplacedChild(t *testing.T) {
 				t.Errorf("writes: got %q, want only the refused %q, and no status", got, tt.wantPatch)
 			}
 			d, s, p := f.client.deployments["test/example"], f.client.services["test/example"], f.client.pdbs["test/example"]
-			if *d.Spec.Replicas != 2 || templateOf(d) != templateOf(objs[1].(*appsv1.Deployment)) ||
+			if *d.Spec.Replicas != 2 || memcached.TemplateOf(d) != memcached.TemplateOf(objs[1].(*appsv1.Deployment)) ||
 				!reflect.DeepEqual(s.Spec, objs[2].(*corev1.Service).Spec) || !reflect.DeepEqual(p.Spec, objs[3].(*policyv1beta1.PodDisruptionBudget).Spec) {
-				t.Errorf("a child changed: replicas %d, template %q, service %+v, budget %+v", *d.Spec.Replicas, templateOf(d), s.Spec, p.Spec)
+				t.Errorf("a child changed: replicas %d, template %q, service %+v, budget %+v", *d.Spec.Replicas, memcached.TemplateOf(d), s.Spec, p.Spec)
 			}
 			if got := f.events(); len(got) != 0 {
 				t.Errorf("events: got %q, want none", got)

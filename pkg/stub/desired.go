@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/example-inc/memcached-operator/pkg/memcached"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -68,14 +69,14 @@ func (d *desiredDeployment) build() (*unstructured.Unstructured, error) {
 	if d.manifest != nil {
 		return d.manifest, nil
 	}
-	manifest, err := deploymentManifest(newDeploymentForMemcached(d.m, d.image, d.sidecarImage))
+	manifest, err := memcached.DeploymentManifest(memcached.NewDeployment(d.m, d.image, d.sidecarImage))
 	if err == nil {
-		err = recordSpec(manifest, d.m)
+		err = memcached.RecordSpec(manifest, d.m)
 	}
 	if err != nil {
 		return nil, err
 	}
-	d.manifest, d.hash = manifest, manifestTemplateHash(manifest)
+	d.manifest, d.hash = manifest, memcached.ManifestTemplateHash(manifest)
 	return manifest, nil
 }
 

@@ -13,30 +13,43 @@
 // reconcile (reconcile.go) that reads as a checklist: ensure the
 // Deployment, check that it is ours, ensure its size and pod template,
 // ensure the Service and the budget, update the status. Each child has a
-// pure builder (deployment.go, service.go, pdb.go) and an idempotent step.
+// pure builder in package memcached, which also holds the spec and status
+// rules, and an idempotent step here; the steps read and write through
+// Client, which package kube implements with informer caches.
+//
+// # Where to add
+//
+// A new child, such as a ConfigMap: its builder and the reasons of its
+// failures in package memcached (configmap.go, reasons.go); its Get,
+// Read, Create, Patch and Delete in Client and in kube.CachedClient, with
+// a cache there if its changes must bring a reconcile; its ensure step
+// here (configmap.go, after service.go) and one line in ensureChildren
+// (reconcile.go). A new condition, or a new rule of an existing one: in
+// package memcached's status.go alone (ComputeStatus and its reasons), with
+// its type in pkg/apis/cache/v1alpha1; the steps here only pass on what
+// they saw.
 //
 // # What the v0.0.x SDK gets wrong on today's clusters, and what this does
 //
 //   - Resync in nanoseconds: sdk.Watch(..., 5) means 5 ns. main takes the
 //     resync as a time.Duration flag that refuses anything below a second.
 //   - 5 requests per second: the SDK's client has client-go 1.11's default
-//     limits. The reconcile has clients of its own (--kube-api-qps,
-//     --kube-api-burst) and reads from informer caches, so a reconcile that
-//     changes nothing sends no request (but one GET of its ServiceMonitor
-//     with monitoring: no cache watches a CRD that may come and go).
+//     limits. The reconcile reads and writes through package kube's
+//     CachedClient instead, with limits of its own.
 //   - Status through the subresource: with the CRD's status subresource,
 //     sdk.Update cannot change status (operator-sdk #643). Status is written
 //     with a PUT to the status subresource, through a REST client of its own
 //     for the Memcached API, and only when it differs.
 //   - Old types, new API: client-go 1.11's structs lack every pod field added
 //     since 2018, so a Deployment is never PUT. It is created by POSTing
-//     JSON rendered from its manifest (patch.go), which is how its pods get a
-//     RuntimeDefault seccomp profile, and changed by patches of the fields
-//     the operator owns: spec.replicas alone to scale, so scaling never rolls
-//     a pod. Every patch of a child first tests the UID the cache shows
-//     (jsonPatchSet), so a child deleted and created anew within the cache's
-//     lag is never patched by mistake; the refusal (errReplaced) is retried
-//     quietly, like a stale write (TestNeverPatchesAReplacedChild).
+//     JSON rendered from its manifest (memcached.DeploymentManifest), which
+//     is how its pods get a RuntimeDefault seccomp profile, and changed by
+//     patches of the fields the operator owns: spec.replicas alone to scale,
+//     so scaling never rolls a pod. Every patch of a child first tests the
+//     UID the cache shows (memcached.JSONPatchSet), so a child deleted and
+//     created anew within the cache's lag is never patched by mistake; the
+//     refusal (kube.ErrReplaced) is retried quietly, like a stale write
+//     (TestNeverPatchesAReplacedChild).
 //   - One watch on Memcached, several workers: Handle does not reconcile in
 //     the SDK's single worker. It keeps the event's Memcached in a store and
 //     queues its key in the handler's own rate-limited work queue, from
@@ -50,77 +63,16 @@
 //     own status write is no news, so a failure whose message changes on
 //     every attempt still keeps to that backoff
 //     (TestBackoffHoldsAgainstOwnStatusWrites).
-//   - Children's changes: the SDK's informers are private, so informers.go
-//     runs informers of its own for the Deployments, Services,
-//     PodDisruptionBudgets and pods labelled app=memcached. Built-in types
-//     travel as protobuf, except budgets: client-go 1.11 knows only
-//     policy/v1beta1, which Kubernetes 1.25 removed, so budgets travel as
-//     policy/v1 JSON decoded into the 1.11 types, whose fields used here have
-//     the same names. The caches hold trimmed copies (a pod keeps only what
-//     the status reads; a Deployment, only its template's hash and roll
-//     annotations and the conditions that say it is stuck), and pods are
-//     indexed by Memcached, so a reconcile costs the same with ten
-//     resources or a thousand. A child's change queues its Memcached after
-//     --child-updates-batch-period, as the Endpoints controllers batch pod
-//     updates, so that a pod's start costs one status write; a pod update
-//     that changes nothing the status reads queues nothing
-//     (TestTrimmedPodsGiveTheSameStatus, TestDeploymentChanged).
-//   - No read after a create: a child the cache has not shown yet is created
-//     at once and the created object kept until the cache shows it; only a
-//     create that finds the name taken reads the API server, to see whose
-//     the object is, so a child of an earlier resource of the same name that
-//     the cache still shows does not stand in the way
-//     (TestPhantomChildIsCreatedAnew,
-//     TestCachedClientForgetsAChildTheCacheSawGo).
-//   - The CRD going away: with no informer of its own on Memcached, the
-//     apiMonitor learns that the Memcached API is gone by asking discovery,
-//     every apiCheckInterval, only after Memcached deletions and until
-//     apiCheckGrace after the last one (deleting a CRD deletes every
-//     Memcached first).
+//   - Children's changes, reads without requests, the CRD going away:
+//     package kube's CachedClient reads informer caches of its own and
+//     queues a Memcached when one of its children or pods changes, and its
+//     APIMonitor logs when the Memcached API goes and comes back.
 //   - Deletes: a delete event only drops the Memcached from the store and
-//     starts that check; owner references let the garbage collector remove
-//     the children.
+//     starts the APIMonitor's check; owner references let the garbage
+//     collector remove the children.
 //   - Requests that hang: main gives the reconcile's clients
-//     --kube-api-timeout, so a request left unanswered fails and its
-//     Memcached is retried instead of holding a worker; the informers list
-//     and watch through twin clients without it, since client-go 1.11 would
-//     cut every watch at that timeout too.
-//
-// # Children
-//
-// Every child is named after the Memcached, labelled by labelsForMemcached
-// and controlled by it. An object of that name that another owner controls
-// is never changed: it is reported as NotOwned in Degraded and an Event.
-//
-// The Deployment rolls one pod at a time (maxSurge 1, maxUnavailable 0),
-// so Ready pods never drop below spec.size. Whether its template is current
-// is decided by a hash of the desired template (the template-hash
-// annotation, on every pod too), not by comparing templates, so that the
-// caches need not hold pod templates and pods of an older template are
-// told apart; an edit of the template by hand stays until the spec
-// changes. progressDeadlineSeconds is 300: the Deployment controller
-// restarts that clock with every pod that becomes available, so it bounds
-// one pod's start; Deployments of earlier versions get it by a patch of
-// that field alone, which rolls nothing
-// (TestSetsTheProgressDeadlineOfExistingDeployments). A pod being deleted
-// keeps serving for 5 s (a preStop sleep, which needs no shell in the
-// image) while it leaves the Service's endpoints.
-//
-// The Service is headless, so cluster DNS and its EndpointSlices give every
-// Ready pod, which is how memcached clients find their servers. A Service
-// someone gave a cluster IP is deleted and recreated, since a cluster IP
-// cannot be removed. The budget (maxUnavailable 1) exists only while
-// spec.size is above 1: at 0 or 1 it would protect nothing or block every
-// drain.
-//
-// spec.tls and spec.auth name Secrets that the operator never reads
-// (security.go): the pods mount them, and the memcached container refers to
-// each key it needs through an environment value it never uses, so that a
-// missing Secret or key shows as the kubelet's CreateContainerConfigError,
-// which the status reports like any other pod failure. With spec.tls or
-// spec.monitoring the pods run a sidecar (pkg/sidecar) that reloads
-// certificates and serves memcached's stats; a new --sidecar-image rolls
-// with the fleet's pacing.
+//     --kube-api-timeout (see package kube), so a request left unanswered
+//     fails and its Memcached is retried instead of holding a worker.
 //
 // # Fleet rolls
 //
@@ -139,22 +91,17 @@
 //
 // # Status writes
 //
-// Status is computed, compared with the stored one, and written only when
-// it differs. While the pods are only progressing (Progressing True, nothing
-// Degraded), it is written at most once per --progress-status-interval,
-// counted from the previous write or the Deployment's creation
-// (progress.go), since each write costs the API server a validation and an
-// etcd write and every Memcached watcher an event. A status that says more
-// is written at once: the end of the progress, a failure, a new
-// observedGeneration, or any condition whose status changes
-// (TestProgressOnly, TestNewMemcachedGetsOneStatusWrite). The failing pod
-// reported is the first by name, and the kubelet's back-off delays and
-// restart counts are left out of messages, so a crash loop does not cost a
-// write per restart. A Warning Event goes with a Degraded condition when
-// that condition is first written, not on every retry (failure.go).
-//
-// The spec is checked again here (validateSpec, spec.go) with the same
-// patterns and messages as the CRD's rules (TestCRDHasTheSameRules), for
-// resources stored before the schema had them: an invalid spec is reported
-// as InvalidSpec and nothing is created or changed.
+// Status is computed, compared with the stored one, and written only when it
+// differs. While the pods are only progressing (Progressing True, nothing
+// Degraded), it is written at most once per --progress-status-interval, counted
+// from the previous write or the Deployment's creation (progress.go), since
+// each write costs the API server a validation and an etcd write and every
+// Memcached watcher an event. A status that says more is written at once: the
+// end of the progress, a failure, a new observedGeneration, or any condition
+// whose status changes (TestProgressOnly, TestNewMemcachedGetsOneStatusWrite).
+// The failing pod reported is the first by name, and the kubelet's back-off
+// delays and restart counts are left out of messages, so a crash loop does not
+// cost a write per restart. A Warning Event goes with a Degraded condition when
+// that condition is first written, not on every retry (failure.go). The status
+// itself, and how the spec is checked, are package memcached's.
 package stub

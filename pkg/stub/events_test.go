@@ -7,6 +7,8 @@ import (
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
 	"github.com/example-inc/memcached-operator/pkg/events"
+	"github.com/example-inc/memcached-operator/pkg/memcached"
+	"github.com/example-inc/memcached-operator/pkg/memcached/memcachedtest"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -58,7 +60,7 @@ func TestWarningAfterManyScalesReachesTheAPI(t *testing.T) {
 	sink := &eventSink{}
 	recorder, stop := events.NewRecorder(sink, scheme, corev1.EventSource{Component: "memcached-operator"}, func(string, ...interface{}) {})
 	defer stop()
-	m := newMemcached("example", 1)
+	m := memcachedtest.NewMemcached("example", 1)
 	f := newFixture(t, inSync(m, 1)...)
 	f.handler.recorder = recorder
 
@@ -75,11 +77,11 @@ func TestWarningAfterManyScalesReachesTheAPI(t *testing.T) {
 	}
 
 	err := wait.PollImmediate(10*time.Millisecond, 10*time.Second, func() (bool, error) {
-		return sink.count(corev1.EventTypeWarning, ReasonDeploymentScaleFailed) == 1, nil
+		return sink.count(corev1.EventTypeWarning, memcached.ReasonDeploymentScaleFailed) == 1, nil
 	})
 	if err != nil {
 		t.Errorf("the API got %d Warning %s Events after %d DeploymentScaled (%d of them written), want 1",
-			sink.count(corev1.EventTypeWarning, ReasonDeploymentScaleFailed), ReasonDeploymentScaleFailed,
+			sink.count(corev1.EventTypeWarning, memcached.ReasonDeploymentScaleFailed), memcached.ReasonDeploymentScaleFailed,
 			scales, sink.count(corev1.EventTypeNormal, ReasonDeploymentScaled))
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/example-inc/memcached-operator/pkg/memcached"
+	"github.com/example-inc/memcached-operator/pkg/memcached/memcachedtest"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -60,36 +62,36 @@ func TestReportsFailedSteps(t *testing.T) {
 	}{
 		{
 			name: "create refused by a quota", failOn: "create deployment", err: quotaExceeded,
-			reason:  ReasonDeploymentCreateFailed,
+			reason:  memcached.ReasonDeploymentCreateFailed,
 			message: "failed to create deployment test/example: " + quotaExceeded.Error(),
 		},
 		{
 			name: "create refused as invalid", failOn: "create deployment", err: labelTooLong,
-			reason:  ReasonDeploymentCreateFailed,
+			reason:  memcached.ReasonDeploymentCreateFailed,
 			message: "failed to create deployment test/example: " + labelTooLong.Error(),
 		},
 		{
 			name: "read forbidden", failOn: "get deployment", err: forbidden("get"),
-			reason:  ReasonDeploymentReadFailed,
+			reason:  memcached.ReasonDeploymentReadFailed,
 			message: "failed to get deployment test/example: " + forbidden("get").Error(),
 		},
 		{
 			name: "scale forbidden", failOn: "scale deployment", err: forbidden("patch"), replicas: 1,
-			reason:  ReasonDeploymentScaleFailed,
+			reason:  memcached.ReasonDeploymentScaleFailed,
 			message: "failed to scale deployment test/example to 3: " + forbidden("patch").Error(),
 		},
 		{
 			name: "pods cannot be listed", failOn: "list pods", err: errors.New("index missing"), replicas: 3,
-			reason:  ReasonPodListFailed,
+			reason:  memcached.ReasonPodListFailed,
 			message: "failed to list pods of memcached test/example: index missing",
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newMemcached("example", 3)
+			m := memcachedtest.NewMemcached("example", 3)
 			objects := []runtime.Object{m}
 			if tt.replicas != 0 {
-				objects = append(objects, ownedDeployment(m, tt.replicas))
+				objects = append(objects, memcachedtest.OwnedDeployment(m, tt.replicas))
 			}
 			f := newFixture(t, objects...)
 			f.client.failOn[tt.failOn] = tt.err
@@ -103,10 +105,10 @@ func TestReportsFailedSteps(t *testing.T) {
 				t.Fatalf("wrote status %d times, want 1", len(f.client.statuses))
 			}
 			status := f.client.statuses[0]
-			degraded := findCondition(status.Conditions, v1alpha1.MemcachedDegraded)
+			degraded := memcached.FindCondition(status.Conditions, v1alpha1.MemcachedDegraded)
 			want := v1alpha1.MemcachedCondition{
 				Type: v1alpha1.MemcachedDegraded, Status: corev1.ConditionTrue,
-				Reason: tt.reason, Message: tt.message, LastTransitionTime: testNow,
+				Reason: tt.reason, Message: tt.message, LastTransitionTime: memcachedtest.Now,
 			}
 			if degraded == nil || *degraded != want {
 				t.Errorf("Degraded:\n got %+v\nwant %+v", degraded, want)
@@ -122,8 +124,8 @@ func TestReportsFailedSteps(t *testing.T) {
 }
 
 func TestFailureKeepsReportingPods(t *testing.T) {
-	m := newMemcached("example", 3)
-	f := newFixture(t, inSync(m, 1, newPod(m, "example-a", corev1.PodRunning, true))...)
+	m := memcachedtest.NewMemcached("example", 3)
+	f := newFixture(t, inSync(m, 1, memcachedtest.NewPod(m, "example-a", corev1.PodRunning, true))...)
 	f.client.failOn["scale deployment"] = forbidden("patch")
 
 	if err := f.handle(m, false); err == nil {
@@ -137,21 +139,21 @@ func TestFailureKeepsReportingPods(t *testing.T) {
 	if !reflect.DeepEqual(status.Nodes, []string{"example-a"}) || status.ReadyReplicas != 1 {
 		t.Errorf("pods: got nodes %v with %d ready, want [example-a] with 1 ready", status.Nodes, status.ReadyReplicas)
 	}
-	if c := findCondition(status.Conditions, v1alpha1.MemcachedAvailable); c == nil || c.Status != corev1.ConditionFalse || c.Message != "1/3 pods ready" {
+	if c := memcached.FindCondition(status.Conditions, v1alpha1.MemcachedAvailable); c == nil || c.Status != corev1.ConditionFalse || c.Message != "1/3 pods ready" {
 		t.Errorf("Available: got %+v, want False with 1/3 pods ready", c)
 	}
 }
 
 func TestRepeatedFailureIsReportedOnce(t *testing.T) {
 	const retries = 5
-	m := newMemcached("example", 3)
+	m := memcachedtest.NewMemcached("example", 3)
 	f := newFixture(t, m)
 	f.client.failOn["create deployment"] = quotaExceeded
 
 	for i := 0; i < retries; i++ {
 		f.storeStatus(m)
 		f.client.actions = nil
-		f.handler.now = func() metav1.Time { return metav1.NewTime(testNow.Add(time.Duration(i) * time.Minute)) }
+		f.handler.now = func() metav1.Time { return metav1.NewTime(memcachedtest.Now.Add(time.Duration(i) * time.Minute)) }
 
 		if err := f.handle(m, false); err == nil {
 			t.Fatalf("retry %d: Handle returned nil, want the create failure", i)
@@ -168,13 +170,13 @@ func TestRepeatedFailureIsReportedOnce(t *testing.T) {
 	if len(f.client.statuses) != 1 {
 		t.Errorf("wrote status %d times in %d attempts, want 1", len(f.client.statuses), retries)
 	}
-	if got := f.events(); len(got) != 1 || !strings.HasPrefix(got[0], "Warning "+ReasonDeploymentCreateFailed+" ") {
-		t.Errorf("events of %d attempts: got %q, want one Warning %s", retries, got, ReasonDeploymentCreateFailed)
+	if got := f.events(); len(got) != 1 || !strings.HasPrefix(got[0], "Warning "+memcached.ReasonDeploymentCreateFailed+" ") {
+		t.Errorf("events of %d attempts: got %q, want one Warning %s", retries, got, memcached.ReasonDeploymentCreateFailed)
 	}
 }
 
 func TestChangedFailureIsReportedAgain(t *testing.T) {
-	m := newMemcached("example", 3)
+	m := memcachedtest.NewMemcached("example", 3)
 	f := newFixture(t, m)
 	f.client.failOn["create deployment"] = quotaExceeded
 	_ = f.handle(m, false)
@@ -188,7 +190,7 @@ func TestChangedFailureIsReportedAgain(t *testing.T) {
 	if len(f.client.statuses) != 2 {
 		t.Fatalf("wrote status %d times, want 2", len(f.client.statuses))
 	}
-	if c := findCondition(f.client.statuses[1].Conditions, v1alpha1.MemcachedDegraded); c == nil || !strings.Contains(c.Message, "cannot create resource") {
+	if c := memcached.FindCondition(f.client.statuses[1].Conditions, v1alpha1.MemcachedDegraded); c == nil || !strings.Contains(c.Message, "cannot create resource") {
 		t.Errorf("Degraded: got %+v, want the RBAC message", c)
 	}
 	if got := f.events(); len(got) != 2 || got[0] == got[1] {
@@ -197,14 +199,14 @@ func TestChangedFailureIsReportedAgain(t *testing.T) {
 }
 
 func TestFailureClearsOnceFixed(t *testing.T) {
-	m := newMemcached("example", 2)
+	m := memcachedtest.NewMemcached("example", 2)
 	f := newFixture(t, m)
 	f.client.failOn["create deployment"] = quotaExceeded
 	_ = f.handle(m, false)
 	f.storeStatus(m)
 	f.events()
 	delete(f.client.failOn, "create deployment")
-	later := metav1.NewTime(testNow.Add(time.Minute))
+	later := metav1.NewTime(memcachedtest.Now.Add(time.Minute))
 	f.handler.now = func() metav1.Time { return later }
 
 	if err := f.handle(m, false); err != nil {
@@ -219,9 +221,9 @@ func TestFailureClearsOnceFixed(t *testing.T) {
 	}
 	want := v1alpha1.MemcachedCondition{
 		Type: v1alpha1.MemcachedDegraded, Status: corev1.ConditionFalse,
-		Reason: ReasonPodsStarting, Message: "0/2 pods ready", LastTransitionTime: later,
+		Reason: memcached.ReasonPodsStarting, Message: "0/2 pods ready", LastTransitionTime: later,
 	}
-	if c := findCondition(f.client.statuses[1].Conditions, v1alpha1.MemcachedDegraded); c == nil || *c != want {
+	if c := memcached.FindCondition(f.client.statuses[1].Conditions, v1alpha1.MemcachedDegraded); c == nil || *c != want {
 		t.Errorf("Degraded:\n got %+v\nwant %+v", c, want)
 	}
 	if got := f.events(); len(got) != 0 {
@@ -231,7 +233,7 @@ func TestFailureClearsOnceFixed(t *testing.T) {
 
 func TestFailedStatusWriteIsAnEvent(t *testing.T) {
 	writeErr := apierrors.NewForbidden(schema.GroupResource{Group: v1alpha1.GroupName, Resource: v1alpha1.Resource + "/status"}, "example", errors.New("RBAC says no"))
-	statusEvent := "Warning " + ReasonStatusUpdateFailed + " failed to update status of memcached test/example: " + writeErr.Error()
+	statusEvent := "Warning " + memcached.ReasonStatusUpdateFailed + " failed to update status of memcached test/example: " + writeErr.Error()
 	createFailure := "failed to create deployment test/example: " + quotaExceeded.Error()
 	tests := []struct {
 		name       string
@@ -248,12 +250,12 @@ func TestFailedStatusWriteIsAnEvent(t *testing.T) {
 			name:       "reporting a failed step",
 			failCreate: true,
 			wantErr:    createFailure + "; failed to update status of memcached test/example: " + writeErr.Error(),
-			wantEvents: []string{statusEvent, "Warning " + ReasonDeploymentCreateFailed + " " + createFailure},
+			wantEvents: []string{statusEvent, "Warning " + memcached.ReasonDeploymentCreateFailed + " " + createFailure},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newMemcached("example", 1)
+			m := memcachedtest.NewMemcached("example", 1)
 			f := newFixture(t, inSync(m, 1)...)
 			f.client.failOn["update memcached/status"] = writeErr
 			if tt.failCreate {
@@ -275,7 +277,7 @@ func TestFailedStatusWriteIsAnEvent(t *testing.T) {
 }
 
 func TestStaleStatusWriteRecordsNoFailureEvent(t *testing.T) {
-	m := newMemcached("example", 1)
+	m := memcachedtest.NewMemcached("example", 1)
 	f := newFixture(t, m)
 	f.client.failOn["create deployment"] = quotaExceeded
 	f.client.failOn["update memcached/status"] = apierrors.NewConflict(
@@ -294,8 +296,8 @@ func TestStaleStatusWriteRecordsNoFailureEvent(t *testing.T) {
 }
 
 func TestForeignDeploymentIsReportedOnce(t *testing.T) {
-	m := newMemcached("example", 1)
-	foreign := ownedDeployment(m, 1)
+	m := memcachedtest.NewMemcached("example", 1)
+	foreign := memcachedtest.OwnedDeployment(m, 1)
 	foreign.OwnerReferences = nil
 	f := newFixture(t, m, foreign)
 
@@ -363,10 +365,10 @@ func TestRecorderFoldsIdenticalEvents(t *testing.T) {
 	broadcaster := record.NewBroadcaster()
 	defer broadcaster.StartRecordingToSink(sink).Stop()
 	recorder := broadcaster.NewRecorder(scheme, corev1.EventSource{Component: "memcached-operator"})
-	m := newMemcached("example", 1)
+	m := memcachedtest.NewMemcached("example", 1)
 
 	for i := 0; i < repeats; i++ {
-		recorder.Event(m, corev1.EventTypeWarning, ReasonStatusUpdateFailed, "failed to update status of memcached test/example: forbidden")
+		recorder.Event(m, corev1.EventTypeWarning, memcached.ReasonStatusUpdateFailed, "failed to update status of memcached test/example: forbidden")
 	}
 
 	err := wait.PollImmediate(10*time.Millisecond, 10*time.Second, func() (bool, error) {
@@ -387,9 +389,9 @@ func TestRecorderFoldsIdenticalEvents(t *testing.T) {
 // controller's reason and message, and without a Warning Event: no step of
 // the operator failed.
 func TestReportsWhatTheDeploymentControllerKnows(t *testing.T) {
-	m := newMemcached("example", 2)
-	d := ownedDeployment(m, 2)
-	d.Status.Conditions = []appsv1.DeploymentCondition{replicaFailure(quotaRefusal)}
+	m := memcachedtest.NewMemcached("example", 2)
+	d := memcachedtest.OwnedDeployment(m, 2)
+	d.Status.Conditions = []appsv1.DeploymentCondition{memcachedtest.ReplicaFailure(memcachedtest.QuotaRefusal)}
 	objects := inSync(m, 2)
 	objects[1] = d
 	f := newFixture(t, objects...)
@@ -400,9 +402,9 @@ func TestReportsWhatTheDeploymentControllerKnows(t *testing.T) {
 
 	checkActions(t, f.client.actions, steady("update memcached/status test/example"))
 	want := v1alpha1.MemcachedCondition{
-		Type: v1alpha1.MemcachedDegraded, Status: corev1.ConditionTrue, Reason: "FailedCreate", Message: quotaRefusal, LastTransitionTime: testNow,
+		Type: v1alpha1.MemcachedDegraded, Status: corev1.ConditionTrue, Reason: "FailedCreate", Message: memcachedtest.QuotaRefusal, LastTransitionTime: memcachedtest.Now,
 	}
-	if c := findCondition(f.client.statuses[0].Conditions, v1alpha1.MemcachedDegraded); c == nil || *c != want {
+	if c := memcached.FindCondition(f.client.statuses[0].Conditions, v1alpha1.MemcachedDegraded); c == nil || *c != want {
 		t.Errorf("Degraded:\n got %+v\nwant %+v", c, want)
 	}
 	if got := f.events(); len(got) != 0 {

@@ -8,11 +8,12 @@ import (
 	"testing"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/example-inc/memcached-operator/pkg/kube"
+	"github.com/example-inc/memcached-operator/pkg/memcached"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1beta1 "k8s.io/api/policy/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -112,7 +113,7 @@ func (f *fakeClient) UpdateMemcachedStatus(m *v1alpha1.Memcached) (*v1alpha1.Mem
 }
 
 func (f *fakeClient) GetDeployment(namespace, name string) (*appsv1.Deployment, error) {
-	return fakeGet(f, "deployment", deploymentResource, f.deployments, namespace, name)
+	return fakeGet(f, "deployment", memcached.DeploymentResource, f.deployments, namespace, name)
 }
 
 func (f *fakeClient) ListDeployments() ([]*appsv1.Deployment, error) {
@@ -129,55 +130,55 @@ func (f *fakeClient) ListDeployments() ([]*appsv1.Deployment, error) {
 }
 
 func (f *fakeClient) ReadDeployment(namespace, name string) (*appsv1.Deployment, error) {
-	return fakeRead(f, "deployment", deploymentResource, f.deployments, namespace, name)
+	return fakeRead(f, "deployment", memcached.DeploymentResource, f.deployments, namespace, name)
 }
 
 func (f *fakeClient) CreateDeployment(manifest *unstructured.Unstructured) (*appsv1.Deployment, error) {
-	return fakeCreate(f, "deployment", deploymentResource, f.deployments, manifest)
+	return fakeCreate(f, "deployment", memcached.DeploymentResource, f.deployments, manifest)
 }
 
 func (f *fakeClient) PatchDeployment(namespace, name string, uid types.UID, patch []byte) error {
-	return fakePatch(f, "deployment", deploymentResource, f.deployments, namespace, name, uid, patch)
+	return fakePatch(f, "deployment", memcached.DeploymentResource, f.deployments, namespace, name, uid, patch)
 }
 
 func (f *fakeClient) GetService(namespace, name string) (*corev1.Service, error) {
-	return fakeGet(f, "service", serviceResource, f.services, namespace, name)
+	return fakeGet(f, "service", memcached.ServiceResource, f.services, namespace, name)
 }
 
 func (f *fakeClient) ReadService(namespace, name string) (*corev1.Service, error) {
-	return fakeRead(f, "service", serviceResource, f.services, namespace, name)
+	return fakeRead(f, "service", memcached.ServiceResource, f.services, namespace, name)
 }
 
 func (f *fakeClient) CreateService(manifest *unstructured.Unstructured) (*corev1.Service, error) {
-	return fakeCreate(f, "service", serviceResource, f.services, manifest)
+	return fakeCreate(f, "service", memcached.ServiceResource, f.services, manifest)
 }
 
 func (f *fakeClient) PatchService(namespace, name string, uid types.UID, patch []byte) error {
-	return fakePatch(f, "service", serviceResource, f.services, namespace, name, uid, patch)
+	return fakePatch(f, "service", memcached.ServiceResource, f.services, namespace, name, uid, patch)
 }
 
 func (f *fakeClient) DeleteService(namespace, name string, uid types.UID) error {
-	return fakeDelete(f, "service", serviceResource, f.services, namespace, name, uid)
+	return fakeDelete(f, "service", memcached.ServiceResource, f.services, namespace, name, uid)
 }
 
 func (f *fakeClient) GetPodDisruptionBudget(namespace, name string) (*policyv1beta1.PodDisruptionBudget, error) {
-	return fakeGet(f, "poddisruptionbudget", pdbResource, f.pdbs, namespace, name)
+	return fakeGet(f, "poddisruptionbudget", memcached.PodDisruptionBudgetResource, f.pdbs, namespace, name)
 }
 
 func (f *fakeClient) ReadPodDisruptionBudget(namespace, name string) (*policyv1beta1.PodDisruptionBudget, error) {
-	return fakeRead(f, "poddisruptionbudget", pdbResource, f.pdbs, namespace, name)
+	return fakeRead(f, "poddisruptionbudget", memcached.PodDisruptionBudgetResource, f.pdbs, namespace, name)
 }
 
 func (f *fakeClient) CreatePodDisruptionBudget(manifest *unstructured.Unstructured) (*policyv1beta1.PodDisruptionBudget, error) {
-	return fakeCreate(f, "poddisruptionbudget", pdbResource, f.pdbs, manifest)
+	return fakeCreate(f, "poddisruptionbudget", memcached.PodDisruptionBudgetResource, f.pdbs, manifest)
 }
 
 func (f *fakeClient) PatchPodDisruptionBudget(namespace, name string, uid types.UID, patch []byte) error {
-	return fakePatch(f, "poddisruptionbudget", pdbResource, f.pdbs, namespace, name, uid, patch)
+	return fakePatch(f, "poddisruptionbudget", memcached.PodDisruptionBudgetResource, f.pdbs, namespace, name, uid, patch)
 }
 
 func (f *fakeClient) DeletePodDisruptionBudget(namespace, name string, uid types.UID) error {
-	return fakeDelete(f, "poddisruptionbudget", pdbResource, f.pdbs, namespace, name, uid)
+	return fakeDelete(f, "poddisruptionbudget", memcached.PodDisruptionBudgetResource, f.pdbs, namespace, name, uid)
 }
 
 // ServiceMonitorsServed records no action: the real client asks discovery
@@ -187,19 +188,19 @@ func (f *fakeClient) ServiceMonitorsServed() bool {
 }
 
 func (f *fakeClient) ReadServiceMonitor(namespace, name string) (*unstructured.Unstructured, error) {
-	return fakeRead(f, "servicemonitor", serviceMonitorGVR.GroupResource(), f.serviceMonitors, namespace, name)
+	return fakeRead(f, "servicemonitor", memcached.ServiceMonitorGVR.GroupResource(), f.serviceMonitors, namespace, name)
 }
 
 func (f *fakeClient) CreateServiceMonitor(manifest *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	return fakeCreate(f, "servicemonitor", serviceMonitorGVR.GroupResource(), f.serviceMonitors, manifest)
+	return fakeCreate(f, "servicemonitor", memcached.ServiceMonitorGVR.GroupResource(), f.serviceMonitors, manifest)
 }
 
 func (f *fakeClient) PatchServiceMonitor(namespace, name string, uid types.UID, patch []byte) error {
-	return fakePatch(f, "servicemonitor", serviceMonitorGVR.GroupResource(), f.serviceMonitors, namespace, name, uid, patch)
+	return fakePatch(f, "servicemonitor", memcached.ServiceMonitorGVR.GroupResource(), f.serviceMonitors, namespace, name, uid, patch)
 }
 
 func (f *fakeClient) DeleteServiceMonitor(namespace, name string, uid types.UID) error {
-	return fakeDelete(f, "servicemonitor", serviceMonitorGVR.GroupResource(), f.serviceMonitors, namespace, name, uid)
+	return fakeDelete(f, "servicemonitor", memcached.ServiceMonitorGVR.GroupResource(), f.serviceMonitors, namespace, name, uid)
 }
 
 // setContent fills o from content, which an Unstructured takes as it is.
@@ -213,7 +214,7 @@ func setContent(content map[string]interface{}, o interface{}) error {
 
 // fakeObject is a typed object the fake client stores.
 type fakeObject[T any] interface {
-	childObject
+	kube.Object
 	DeepCopy() T
 }
 
@@ -270,8 +271,8 @@ func fakeCreate[T fakeObject[T]](f *fakeClient, kind string, gr schema.GroupReso
 }
 
 // fakePatch records the patch; it applies JSON patches of whole paths, as
-// jsonPatchSet makes them, to the stored object. A failed test, or a patch
-// that does not test uid first, is refused as CachedClient refuses it.
+// memcached.JSONPatchSet makes them, to the stored object. A failed test, or a
+// patch that does not test uid first, is refused as CachedClient refuses it.
 func fakePatch[T fakeObject[T]](f *fakeClient, kind string, gr schema.GroupResource, objects map[string]T, namespace, name string, uid types.UID, patch []byte) error {
 	action := "patch " + kind + " " + key(namespace, name)
 	if err := f.record(action); err != nil {
@@ -283,7 +284,7 @@ func fakePatch[T fakeObject[T]](f *fakeClient, kind string, gr schema.GroupResou
 		return apierrors.NewNotFound(gr, name)
 	}
 	if o.GetUID() != uid {
-		return fmt.Errorf("%s %s with UID %s was %w", gr.String(), key(namespace, name), uid, errReplaced)
+		return fmt.Errorf("%s %s with UID %s was %w", gr.String(), key(namespace, name), uid, kube.ErrReplaced)
 	}
 	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o.DeepCopy())
 	if err != nil {
@@ -342,17 +343,17 @@ func (f *fakeClient) ScaleDeployment(namespace, name string, uid types.UID, repl
 	}
 	d, ok := f.deployments[key(namespace, name)]
 	if !ok {
-		return apierrors.NewNotFound(deploymentResource, name)
+		return apierrors.NewNotFound(memcached.DeploymentResource, name)
 	}
 	if d.UID != uid {
-		return fmt.Errorf("%s %s with UID %s was %w", deploymentResource.String(), key(namespace, name), uid, errReplaced)
+		return fmt.Errorf("%s %s with UID %s was %w", memcached.DeploymentResource.String(), key(namespace, name), uid, kube.ErrReplaced)
 	}
 	d.Spec.Replicas = &replicas
 	return nil
 }
 
 func (f *fakeClient) ListPods(namespace, name string) ([]*corev1.Pod, error) {
-	selector := selectorForMemcached(name)
+	selector := memcached.Selector(name)
 	if err := f.record(fmt.Sprintf("list pods %s %s", namespace, selector)); err != nil {
 		return nil, err
 	}
@@ -378,74 +379,5 @@ func checkActions(t *testing.T, got, want []string) {
 		case got[i] != want[i]:
 			t.Errorf("action %d: got %q, want %q", i, got[i], want[i])
 		}
-	}
-}
-
-// newMemcached returns a Memcached as the API server would store it.
-func newMemcached(name string, size int32) *v1alpha1.Memcached {
-	return &v1alpha1.Memcached{
-		TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.APIVersion(), Kind: v1alpha1.Kind},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:       name,
-			Namespace:  "test",
-			UID:        types.UID("uid-" + name),
-			Generation: 1,
-		},
-		Spec: v1alpha1.MemcachedSpec{Size: size},
-	}
-}
-
-// newPod returns a pod of m's Deployment, of its current pod template, in
-// the given phase and readiness.
-func newPod(m *v1alpha1.Memcached, name string, phase corev1.PodPhase, ready bool) *corev1.Pod {
-	readiness := corev1.ConditionFalse
-	if ready {
-		readiness = corev1.ConditionTrue
-	}
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: name, Namespace: m.Namespace, Labels: labelsForMemcached(m.Name),
-			Annotations: map[string]string{templateHashAnnotation: currentHash(m)},
-		},
-		Status: corev1.PodStatus{
-			Phase:      phase,
-			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: readiness}},
-		},
-	}
-}
-
-// withContainers gives p the container statuses the kubelet reports.
-func withContainers(p *corev1.Pod, statuses ...corev1.ContainerStatus) *corev1.Pod {
-	p.Status.ContainerStatuses = statuses
-	return p
-}
-
-// crashLooping is the status of the memcached container while the kubelet
-// waits backOff before its next restart after the one it has counted.
-func crashLooping(pod, backOff string, restarts int32) corev1.ContainerStatus {
-	return corev1.ContainerStatus{
-		Name:         "memcached",
-		RestartCount: restarts,
-		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
-			Reason:  "CrashLoopBackOff",
-			Message: fmt.Sprintf("back-off %s restarting failed container=memcached pod=%s_test(uid-%s)", backOff, pod, pod),
-		}},
-		LastTerminationState: corev1.ContainerState{Terminated: &memcachedExit},
-	}
-}
-
-// memcachedExit is how memcached 1.6 exits when given "-m=64", with the
-// termination message that FallbackToLogsOnError takes from its log.
-var memcachedExit = corev1.ContainerStateTerminated{
-	ExitCode: 64,
-	Reason:   "Error",
-	Message:  "Cannot set item size limit higher than 1/2 of memory max.\n",
-}
-
-// waiting is the status of a container that waits for reason.
-func waiting(name, reason, message string) corev1.ContainerStatus {
-	return corev1.ContainerStatus{
-		Name:  name,
-		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: message}},
 	}
 }

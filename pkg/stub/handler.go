@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/example-inc/memcached-operator/pkg/kube"
+	"github.com/example-inc/memcached-operator/pkg/memcached"
 	"github.com/operator-framework/operator-sdk/pkg/sdk"
 	"github.com/sirupsen/logrus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -63,11 +65,11 @@ type Handler struct {
 	templates    *templateHashes
 	progress     *progressReports
 	rolls        *rollPacer
-	api          *apiMonitor
+	api          *kube.APIMonitor
 	// batch delays the reconciles that children's changes ask for.
 	batch time.Duration
 	// policy bounds what a Memcached may ask of its pods.
-	policy Policy
+	policy memcached.Policy
 	// observe, if set, is told the outcome of every reconcile.
 	observe ReconcileObserver
 }
@@ -87,10 +89,10 @@ func (h *Handler) ObserveReconciles(observe ReconcileObserver) {
 
 // IsStale reports whether err, returned by a reconcile, only says that a
 // write lost a race with a newer version of the object, or with a child's
-// replacement (errReplaced): nothing failed, and the reconcile runs again
+// replacement (kube.ErrReplaced): nothing failed, and the reconcile runs again
 // on the newer version.
 func IsStale(err error) bool {
-	return errors.Is(err, errStale) || errors.Is(err, errReplaced)
+	return errors.Is(err, errStale) || errors.Is(err, kube.ErrReplaced)
 }
 
 // NewHandler returns a Handler that reads and writes through client, records
@@ -100,19 +102,19 @@ func NewHandler(client Client, recorder record.EventRecorder, image string) *Han
 		client:       client,
 		recorder:     recorder,
 		image:        image,
-		sidecarImage: DefaultSidecarImage,
+		sidecarImage: memcached.DefaultSidecarImage,
 		now:          metav1.Now,
 		queue:        workqueue.NewNamedRateLimitingQueue(workqueue.DefaultControllerRateLimiter(), queueName),
 		memcacheds:   newMemcachedStore(),
 		templates:    newTemplateHashes(),
 		progress:     newProgressReports(0),
 		rolls:        newRollPacer(intstr.Parse(DefaultMaxConcurrentRolls)),
-		api:          &apiMonitor{served: client.MemcachedAPIServed, interval: apiCheckInterval, grace: apiCheckGrace},
+		api:          kube.NewAPIMonitor(client.MemcachedAPIServed),
 	}
 }
 
 // UseSidecarImage makes h run image as the sidecar of memcached pods with
-// TLS or monitoring, instead of DefaultSidecarImage. Call it before h
+// TLS or monitoring, instead of memcached.DefaultSidecarImage. Call it before h
 // handles any event.
 func (h *Handler) UseSidecarImage(image string) {
 	h.sidecarImage = image
@@ -132,7 +134,7 @@ func (h *Handler) Handle(ctx context.Context, event sdk.Event) error {
 			h.templates.delete(k)
 			h.progress.forget(k)
 			h.forgetRoll(k)
-			h.api.memcachedDeleted(ctx)
+			h.api.MemcachedDeleted(ctx)
 			return nil
 		}
 		if h.memcacheds.store(k, o) {
@@ -159,11 +161,10 @@ func (h *Handler) BatchChildUpdates(period time.Duration) {
 	h.batch = period
 }
 
-// EnforcePolicy makes h refuse every Memcached outside p, with
-// Degraded=True and a Warning Event of reason ReasonPolicyViolation, and
-// leave its Deployment as it is, or uncreated. Call it before h handles any
-// event.
-func (h *Handler) EnforcePolicy(p Policy) {
+// EnforcePolicy makes h refuse every Memcached outside p, with Degraded=True
+// and a Warning Event of reason memcached.ReasonPolicyViolation, and leave its
+// Deployment as it is, or uncreated. Call it before h handles any event.
+func (h *Handler) EnforcePolicy(p memcached.Policy) {
 	h.policy = p
 }
 

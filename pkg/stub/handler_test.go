@@ -10,26 +10,19 @@ import (
 	"time"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/example-inc/memcached-operator/pkg/memcached"
+	"github.com/example-inc/memcached-operator/pkg/memcached/memcachedtest"
 	"github.com/operator-framework/operator-sdk/pkg/sdk"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	policyv1beta1 "k8s.io/api/policy/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 )
-
-const testImage = "example.com/memcached:test"
-
-// testSidecarImage is the sidecar image the tests' handlers run.
-const testSidecarImage = "example.com/memcached-sidecar:test"
-
-var testNow = metav1.NewTime(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 
 // fixture preloads a fake client, runs one event through a Handler and
 // keeps what the handler did for the test to check.
@@ -44,9 +37,9 @@ type fixture struct {
 // has been delivered the Memcached resources among them, as the SDK would.
 func newFixture(t *testing.T, objects ...runtime.Object) *fixture {
 	f := &fixture{t: t, client: newFakeClient(objects...), recorder: record.NewFakeRecorder(10)}
-	f.handler = NewHandler(f.client, f.recorder, testImage)
-	f.handler.UseSidecarImage(testSidecarImage)
-	f.handler.now = func() metav1.Time { return testNow }
+	f.handler = NewHandler(f.client, f.recorder, memcachedtest.Image)
+	f.handler.UseSidecarImage(memcachedtest.SidecarImage)
+	f.handler.now = func() metav1.Time { return memcachedtest.Now }
 	for k, m := range f.client.memcacheds {
 		f.handler.memcacheds.store(k, m.DeepCopy())
 	}
@@ -100,60 +93,19 @@ func (f *fixture) events() []string {
 	}
 }
 
-// ownedDeployment is m's Deployment as the operator creates it, with the
-// current template hash and m's spec recorded, and with replicas.
-func ownedDeployment(m *v1alpha1.Memcached, replicas int32) *appsv1.Deployment {
-	d := newDeploymentForMemcached(m, testImage, testSidecarImage)
-	d.UID = "uid-deployment"
-	d.Spec.Replicas = &replicas
-	d.Spec.Template.Annotations = map[string]string{templateHashAnnotation: currentHash(m), specHashAnnotation: mustSpecHash(m)}
-	return d
-}
-
-// mustSpecHash is m's specHash.
-func mustSpecHash(m *v1alpha1.Memcached) string {
-	h, err := specHash(m)
-	if err != nil {
-		panic(err)
-	}
-	return h
-}
-
-// currentHash is the hash of the pod template m asks for, with testImage.
-func currentHash(m *v1alpha1.Memcached) string {
-	u, err := deploymentManifest(newDeploymentForMemcached(m, testImage, testSidecarImage))
-	if err != nil {
-		panic(err)
-	}
-	return manifestTemplateHash(u)
-}
-
-// ownedService is m's Service as the operator creates it.
-func ownedService(m *v1alpha1.Memcached) *corev1.Service {
-	s := newServiceForMemcached(m)
-	s.UID = "uid-service"
-	return s
-}
-
-// ownedBudget is m's PodDisruptionBudget as the operator creates it.
-func ownedBudget(m *v1alpha1.Memcached) *policyv1beta1.PodDisruptionBudget {
-	p := newPodDisruptionBudgetForMemcached(m)
-	p.UID = "uid-pdb"
-	return p
-}
-
 // inSync returns m with the children the operator made for it, with
 // replicas in the Deployment: a Deployment, a Service and, with more than
 // one pod, a budget; and then more, such as pods.
 func inSync(m *v1alpha1.Memcached, replicas int32, more ...runtime.Object) []runtime.Object {
-	objs := []runtime.Object{m, ownedDeployment(m, replicas), ownedService(m)}
-	if wantsPodDisruptionBudget(m) {
-		objs = append(objs, ownedBudget(m))
+	objs := []runtime.Object{m, memcachedtest.OwnedDeployment(m, replicas), memcachedtest.OwnedService(m)}
+	if memcached.WantsPodDisruptionBudget(m) {
+		objs = append(objs, memcachedtest.OwnedBudget(m))
 	}
 	return append(objs, more...)
 }
 
-// inSyncStatus is the status the handler writes for m with the named ready pods.
+// inSyncStatus is the status the handler writes for m with the named ready
+// pods.
 func inSyncStatus(m *v1alpha1.Memcached, nodes ...string) v1alpha1.MemcachedStatus {
 	return v1alpha1.MemcachedStatus{
 		Nodes:              append([]string{}, nodes...),
@@ -164,14 +116,14 @@ func inSyncStatus(m *v1alpha1.Memcached, nodes ...string) v1alpha1.MemcachedStat
 		ServiceName:        m.Name,
 		Conditions: []v1alpha1.MemcachedCondition{
 			{
-				Type: v1alpha1.MemcachedAvailable, Status: corev1.ConditionTrue, Reason: ReasonAllReplicasReady,
-				Message: fmt.Sprintf("%d/%d pods ready", len(nodes), m.Spec.Size), LastTransitionTime: testNow,
+				Type: v1alpha1.MemcachedAvailable, Status: corev1.ConditionTrue, Reason: memcached.ReasonAllReplicasReady,
+				Message: fmt.Sprintf("%d/%d pods ready", len(nodes), m.Spec.Size), LastTransitionTime: memcachedtest.Now,
 			},
 			{
-				Type: v1alpha1.MemcachedProgressing, Status: corev1.ConditionFalse, Reason: ReasonComplete,
-				Message: fmt.Sprintf("%d/%d pods ready", len(nodes), m.Spec.Size), LastTransitionTime: testNow,
+				Type: v1alpha1.MemcachedProgressing, Status: corev1.ConditionFalse, Reason: memcached.ReasonComplete,
+				Message: fmt.Sprintf("%d/%d pods ready", len(nodes), m.Spec.Size), LastTransitionTime: memcachedtest.Now,
 			},
-			{Type: v1alpha1.MemcachedDegraded, Status: corev1.ConditionFalse, Reason: ReasonAsExpected, LastTransitionTime: testNow},
+			{Type: v1alpha1.MemcachedDegraded, Status: corev1.ConditionFalse, Reason: memcached.ReasonAsExpected, LastTransitionTime: memcachedtest.Now},
 		},
 	}
 }
@@ -201,7 +153,7 @@ var createActions = []string{
 }
 
 func TestCreatesDeployment(t *testing.T) {
-	m := newMemcached("example", 3)
+	m := memcachedtest.NewMemcached("example", 3)
 	f := newFixture(t, m)
 
 	if err := f.handle(m, false); err != nil {
@@ -217,15 +169,15 @@ func TestCreatesDeployment(t *testing.T) {
 	if len(f.client.created) != 3 {
 		t.Fatalf("created %d objects, want a Deployment, a Service and a PodDisruptionBudget", len(f.client.created))
 	}
-	want, err := deploymentManifest(newDeploymentForMemcached(m, testImage, testSidecarImage))
+	want, err := memcached.DeploymentManifest(memcached.NewDeployment(m, memcachedtest.Image, memcachedtest.SidecarImage))
 	if err == nil {
-		err = recordSpec(want, m)
+		err = memcached.RecordSpec(want, m)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, obj := range []runtime.Object{newServiceForMemcached(m), newPodDisruptionBudgetForMemcached(m)} {
-		manifest, err := toManifest(obj)
+	for i, obj := range []runtime.Object{memcached.NewService(m), memcached.NewPodDisruptionBudget(m)} {
+		manifest, err := memcached.ToManifest(obj)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -254,7 +206,7 @@ func TestScalesToSpecSize(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newMemcached("example", tt.size)
+			m := memcachedtest.NewMemcached("example", tt.size)
 			f := newFixture(t, inSync(m, tt.replicas)...)
 
 			if err := f.handle(m, false); err != nil {
@@ -279,12 +231,12 @@ func TestScalesToSpecSize(t *testing.T) {
 }
 
 func TestWritesSortedNodes(t *testing.T) {
-	m := newMemcached("example", 3)
+	m := memcachedtest.NewMemcached("example", 3)
 	f := newFixture(t, inSync(m, 3,
-		newPod(m, "example-c", corev1.PodRunning, true),
-		newPod(m, "example-a", corev1.PodRunning, true),
-		newPod(m, "example-b", corev1.PodRunning, true),
-		newPod(newMemcached("other", 1), "other-a", corev1.PodRunning, true),
+		memcachedtest.NewPod(m, "example-c", corev1.PodRunning, true),
+		memcachedtest.NewPod(m, "example-a", corev1.PodRunning, true),
+		memcachedtest.NewPod(m, "example-b", corev1.PodRunning, true),
+		memcachedtest.NewPod(memcachedtest.NewMemcached("other", 1), "other-a", corev1.PodRunning, true),
 	)...)
 
 	if err := f.handle(m, false); err != nil {
@@ -300,11 +252,11 @@ func TestWritesSortedNodes(t *testing.T) {
 }
 
 func TestWritesNothingWhenInSync(t *testing.T) {
-	m := newMemcached("example", 2)
+	m := memcachedtest.NewMemcached("example", 2)
 	m.Status = inSyncStatus(m, "example-a", "example-b")
 	f := newFixture(t, inSync(m, 2,
-		newPod(m, "example-b", corev1.PodRunning, true),
-		newPod(m, "example-a", corev1.PodRunning, true),
+		memcachedtest.NewPod(m, "example-b", corev1.PodRunning, true),
+		memcachedtest.NewPod(m, "example-a", corev1.PodRunning, true),
 	)...)
 
 	if err := f.handle(m, false); err != nil {
@@ -323,14 +275,14 @@ func TestReportsCrashLoopingPods(t *testing.T) {
 		// next is the pod's container status at the second event.
 		next corev1.ContainerStatus
 	}{
-		{name: "identical event", next: crashLooping("example-a", "10s", 1)},
-		{name: "kubelet doubled its back-off", next: crashLooping("example-a", "20s", 2)},
+		{name: "identical event", next: memcachedtest.CrashLooping("example-a", "10s", 1)},
+		{name: "kubelet doubled its back-off", next: memcachedtest.CrashLooping("example-a", "20s", 2)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newMemcached("example", 1)
+			m := memcachedtest.NewMemcached("example", 1)
 			f := newFixture(t, inSync(m, 1,
-				withContainers(newPod(m, "example-a", corev1.PodRunning, false), crashLooping("example-a", "10s", 1)))...)
+				memcachedtest.WithContainers(memcachedtest.NewPod(m, "example-a", corev1.PodRunning, false), memcachedtest.CrashLooping("example-a", "10s", 1)))...)
 
 			if err := f.handle(m, false); err != nil {
 				t.Fatalf("Handle: %v", err)
@@ -344,20 +296,20 @@ func TestReportsCrashLoopingPods(t *testing.T) {
 			if status.ReadyReplicas != 0 || !reflect.DeepEqual(status.Nodes, []string{"example-a"}) {
 				t.Errorf("pods: got nodes %v with %d ready, want [example-a] with 0 ready", status.Nodes, status.ReadyReplicas)
 			}
-			degraded := findCondition(status.Conditions, v1alpha1.MemcachedDegraded)
+			degraded := memcached.FindCondition(status.Conditions, v1alpha1.MemcachedDegraded)
 			if degraded == nil || degraded.Status != corev1.ConditionTrue || degraded.Reason != "CrashLoopBackOff" ||
 				!strings.HasPrefix(degraded.Message, "pod example-a: container memcached: ") {
 				t.Errorf("Degraded: got %+v, want True reason CrashLoopBackOff about pod example-a, container memcached", degraded)
 			}
-			if c := findCondition(status.Conditions, v1alpha1.MemcachedAvailable); c == nil || c.Status != corev1.ConditionFalse || c.Reason != ReasonPodsNotReady {
-				t.Errorf("Available: got %+v, want False reason %s", c, ReasonPodsNotReady)
+			if c := memcached.FindCondition(status.Conditions, v1alpha1.MemcachedAvailable); c == nil || c.Status != corev1.ConditionFalse || c.Reason != memcached.ReasonPodsNotReady {
+				t.Errorf("Available: got %+v, want False reason %s", c, memcached.ReasonPodsNotReady)
 			}
 
 			// The API server now stores that status, and the next event comes.
 			m.Status = status
 			f.client.pods[0].Status.ContainerStatuses = []corev1.ContainerStatus{tt.next}
 			f.client.actions = nil
-			f.handler.now = func() metav1.Time { return metav1.NewTime(testNow.Add(time.Minute)) }
+			f.handler.now = func() metav1.Time { return metav1.NewTime(memcachedtest.Now.Add(time.Minute)) }
 
 			if err := f.handle(m, false); err != nil {
 				t.Fatalf("second Handle: %v", err)
@@ -383,11 +335,11 @@ func TestLeavesForeignDeploymentAlone(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newMemcached("example", 3)
-			foreign := ownedDeployment(m, 1)
+			m := memcachedtest.NewMemcached("example", 3)
+			foreign := memcachedtest.OwnedDeployment(m, 1)
 			foreign.OwnerReferences = tt.owner
 			// The pod's crash loop must not hide that the name is taken.
-			crashing := withContainers(newPod(m, "example-a", corev1.PodRunning, false), crashLooping("example-a", "10s", 1))
+			crashing := memcachedtest.WithContainers(memcachedtest.NewPod(m, "example-a", corev1.PodRunning, false), memcachedtest.CrashLooping("example-a", "10s", 1))
 			f := newFixture(t, m, foreign, crashing)
 
 			err := f.handle(m, false)
@@ -402,8 +354,8 @@ func TestLeavesForeignDeploymentAlone(t *testing.T) {
 				"update memcached/status test/example",
 			})
 			events := f.events()
-			if len(events) != 1 || !strings.HasPrefix(events[0], "Warning "+ReasonDeploymentNotOwned+" ") {
-				t.Errorf("events: got %q, want one Warning %s", events, ReasonDeploymentNotOwned)
+			if len(events) != 1 || !strings.HasPrefix(events[0], "Warning "+memcached.ReasonDeploymentNotOwned+" ") {
+				t.Errorf("events: got %q, want one Warning %s", events, memcached.ReasonDeploymentNotOwned)
 			}
 			if len(f.client.statuses) != 1 {
 				t.Fatalf("wrote status %d times, want 1", len(f.client.statuses))
@@ -412,18 +364,18 @@ func TestLeavesForeignDeploymentAlone(t *testing.T) {
 			if len(status.Nodes) != 0 || status.Nodes == nil {
 				t.Errorf("status.nodes: got %#v, want an empty list: no pod is the memcached's", status.Nodes)
 			}
-			if c := findCondition(status.Conditions, v1alpha1.MemcachedDegraded); c == nil || c.Status != corev1.ConditionTrue || c.Reason != ReasonDeploymentNotOwned {
-				t.Errorf("Degraded: got %+v, want True reason %s", c, ReasonDeploymentNotOwned)
+			if c := memcached.FindCondition(status.Conditions, v1alpha1.MemcachedDegraded); c == nil || c.Status != corev1.ConditionTrue || c.Reason != memcached.ReasonDeploymentNotOwned {
+				t.Errorf("Degraded: got %+v, want True reason %s", c, memcached.ReasonDeploymentNotOwned)
 			}
-			if c := findCondition(status.Conditions, v1alpha1.MemcachedAvailable); c == nil || c.Status != corev1.ConditionFalse || c.Reason != ReasonDeploymentNotOwned {
-				t.Errorf("Available: got %+v, want False reason %s", c, ReasonDeploymentNotOwned)
+			if c := memcached.FindCondition(status.Conditions, v1alpha1.MemcachedAvailable); c == nil || c.Status != corev1.ConditionFalse || c.Reason != memcached.ReasonDeploymentNotOwned {
+				t.Errorf("Available: got %+v, want False reason %s", c, memcached.ReasonDeploymentNotOwned)
 			}
 		})
 	}
 }
 
 func TestIgnoresDeletedMemcached(t *testing.T) {
-	m := newMemcached("example", 3)
+	m := memcachedtest.NewMemcached("example", 3)
 	f := newFixture(t)
 
 	if err := f.handle(m, true); err != nil {
@@ -434,7 +386,7 @@ func TestIgnoresDeletedMemcached(t *testing.T) {
 }
 
 func TestSkipsMemcachedBeingDeleted(t *testing.T) {
-	m := newMemcached("example", 3)
+	m := memcachedtest.NewMemcached("example", 3)
 	now := metav1.Now()
 	m.DeletionTimestamp = &now
 	f := newFixture(t, m)
@@ -447,10 +399,10 @@ func TestSkipsMemcachedBeingDeleted(t *testing.T) {
 }
 
 func TestChildChangesReconcileTheirMemcached(t *testing.T) {
-	m := newMemcached("example", 2)
+	m := memcachedtest.NewMemcached("example", 2)
 	m.Status = inSyncStatus(m, "example-a", "example-b")
-	podA := newPod(m, "example-a", corev1.PodRunning, true)
-	podB := newPod(m, "example-b", corev1.PodRunning, true)
+	podA := memcachedtest.NewPod(m, "example-a", corev1.PodRunning, true)
+	podB := memcachedtest.NewPod(m, "example-b", corev1.PodRunning, true)
 	tests := []struct {
 		name    string
 		objects []runtime.Object
@@ -483,7 +435,7 @@ func TestChildChangesReconcileTheirMemcached(t *testing.T) {
 		},
 		{
 			name:    "children of a deleted memcached are left to the garbage collector",
-			objects: []runtime.Object{ownedDeployment(m, 2), podA},
+			objects: []runtime.Object{memcachedtest.OwnedDeployment(m, 2), podA},
 			want:    nil,
 		},
 	}
@@ -510,7 +462,7 @@ func TestChildChangesReconcileTheirMemcached(t *testing.T) {
 }
 
 func TestChildChangeIsRetriedOnError(t *testing.T) {
-	m := newMemcached("example", 2)
+	m := memcachedtest.NewMemcached("example", 2)
 	f := newFixture(t, m)
 	f.client.failOn["create deployment"] = errors.New("boom")
 	f.handler.EnqueueMemcached("test", "example")
@@ -523,7 +475,7 @@ func TestChildChangeIsRetriedOnError(t *testing.T) {
 }
 
 func TestStaleStatusWriteIsRetriedThroughTheQueue(t *testing.T) {
-	m := newMemcached("example", 1)
+	m := memcachedtest.NewMemcached("example", 1)
 	f := newFixture(t, inSync(m, 1)...)
 	f.client.failOn["update memcached/status"] = apierrors.NewConflict(
 		schema.GroupResource{Group: v1alpha1.GroupName, Resource: v1alpha1.Resource}, "example", errors.New("modified"))
@@ -540,7 +492,7 @@ func TestStaleStatusWriteIsRetriedThroughTheQueue(t *testing.T) {
 }
 
 func TestStatusWriteForDeletedMemcachedIsNoError(t *testing.T) {
-	m := newMemcached("example", 1)
+	m := memcachedtest.NewMemcached("example", 1)
 	f := newFixture(t, inSync(m, 1)...)
 	f.client.failOn["update memcached/status"] = apierrors.NewNotFound(
 		schema.GroupResource{Group: v1alpha1.GroupName, Resource: v1alpha1.Resource}, "example")
@@ -556,42 +508,15 @@ func TestStatusWriteForDeletedMemcachedIsNoError(t *testing.T) {
 	}
 }
 
-func TestEnqueueOwner(t *testing.T) {
-	m := newMemcached("example", 1)
-	pod := newPod(m, "example-a", corev1.PodRunning, true)
-	tests := []struct {
-		name string
-		obj  interface{}
-		want []string
-	}{
-		{name: "pod", obj: pod, want: []string{"test/example"}},
-		{name: "deployment", obj: ownedDeployment(m, 1), want: []string{"test/example"}},
-		{name: "tombstone of a deleted pod", obj: cache.DeletedFinalStateUnknown{Key: "test/example-a", Obj: pod}, want: []string{"test/example"}},
-		{name: "without memcached_cr label", obj: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "stray", Namespace: "test", Labels: map[string]string{appLabel: appLabelValue}}}},
-		{name: "not an object", obj: "garbage"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var got []string
-
-			enqueueOwner(tt.obj, func(namespace, name string) { got = append(got, namespace+"/"+name) })
-
-			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("got %v, want %v", got, tt.want)
-			}
-		})
-	}
-}
-
 func TestToleratesConcurrentCreate(t *testing.T) {
-	m := newMemcached("example", 1)
-	f := newFixture(t, m, ownedService(m))
+	m := memcachedtest.NewMemcached("example", 1)
+	f := newFixture(t, m, memcachedtest.OwnedService(m))
 	// Another reconcile creates the Deployment between our read and our create.
 	first := true
 	f.handler.client = &racingClient{fakeClient: f.client, beforeCreate: func() {
 		if first {
 			first = false
-			f.client.deployments[key(m.Namespace, m.Name)] = ownedDeployment(m, 1)
+			f.client.deployments[key(m.Namespace, m.Name)] = memcachedtest.OwnedDeployment(m, 1)
 		}
 	}}
 
@@ -639,13 +564,13 @@ func TestReturnsWrappedErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.failOn, func(t *testing.T) {
-			m := newMemcached("example", 3)
+			m := memcachedtest.NewMemcached("example", 3)
 			objects := []runtime.Object{m}
 			switch tt.failOn {
 			case "scale deployment":
-				objects = append(objects, ownedDeployment(m, 1))
+				objects = append(objects, memcachedtest.OwnedDeployment(m, 1))
 			case "list pods", "update memcached/status":
-				objects = append(objects, ownedDeployment(m, 3))
+				objects = append(objects, memcachedtest.OwnedDeployment(m, 3))
 			}
 			f := newFixture(t, objects...)
 			f.client.failOn[tt.failOn] = boom
@@ -662,9 +587,9 @@ func TestReturnsWrappedErrors(t *testing.T) {
 func boolPtr(b bool) *bool { return &b }
 
 func TestStatusWriteUpdatesTheStoredMemcached(t *testing.T) {
-	m := newMemcached("example", 1)
+	m := memcachedtest.NewMemcached("example", 1)
 	m.ResourceVersion = "1"
-	f := newFixture(t, inSync(m, 1, newPod(m, "example-a", corev1.PodRunning, true))...)
+	f := newFixture(t, inSync(m, 1, memcachedtest.NewPod(m, "example-a", corev1.PodRunning, true))...)
 
 	if err := f.handle(m, false); err != nil {
 		t.Fatal(err)
@@ -679,7 +604,7 @@ func TestStatusWriteUpdatesTheStoredMemcached(t *testing.T) {
 
 func TestMemcachedStoreUpdateKeepsWhatTheSDKDeliveredSince(t *testing.T) {
 	version := func(rv string, size int32) *v1alpha1.Memcached {
-		m := newMemcached("example", size)
+		m := memcachedtest.NewMemcached("example", size)
 		m.ResourceVersion = rv
 		return m
 	}
@@ -719,7 +644,7 @@ func TestMemcachedStoreUpdateKeepsWhatTheSDKDeliveredSince(t *testing.T) {
 }
 
 func TestChildUpdatesAreBatched(t *testing.T) {
-	m := newMemcached("example", 2)
+	m := memcachedtest.NewMemcached("example", 2)
 	f := newFixture(t, inSync(m, 2)...)
 	f.handler.BatchChildUpdates(50 * time.Millisecond)
 
@@ -733,26 +658,5 @@ func TestChildUpdatesAreBatched(t *testing.T) {
 	f.waitQueued("the batched reconcile")
 	if n := f.handler.queue.Len(); n != 1 {
 		t.Errorf("queue holds %d items after the batch period, want the 5 requests as 1", n)
-	}
-}
-
-func TestIndexByMemcached(t *testing.T) {
-	m := newMemcached("example", 1)
-	tests := []struct {
-		name string
-		obj  interface{}
-		want []string
-	}{
-		{name: "pod of a memcached", obj: newPod(m, "example-a", corev1.PodRunning, true), want: []string{"test/example"}},
-		{name: "pod without the label", obj: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "stray", Namespace: "test"}}},
-		{name: "not an object", obj: "garbage"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := indexByMemcached(tt.obj)
-			if err != nil || !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("got %v, %v; want %v", got, err, tt.want)
-			}
-		})
 	}
 }

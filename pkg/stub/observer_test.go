@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/example-inc/memcached-operator/pkg/memcached/memcachedtest"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -18,16 +19,16 @@ type outcome struct {
 
 func TestTellsObserverEveryReconcile(t *testing.T) {
 	conflict := apierrors.NewConflict(schema.GroupResource{Group: v1alpha1.GroupName, Resource: v1alpha1.Resource}, "example", errors.New("modified"))
-	m := newMemcached("example", 1)
+	m := memcachedtest.NewMemcached("example", 1)
 	tests := []struct {
 		name    string
 		objects []runtime.Object
 		failOn  map[string]error
 		want    outcome
 	}{
-		{name: "success", objects: []runtime.Object{m, ownedDeployment(m, 1)}, want: outcome{ok: true}},
+		{name: "success", objects: []runtime.Object{m, memcachedtest.OwnedDeployment(m, 1)}, want: outcome{ok: true}},
 		{name: "failed step", objects: []runtime.Object{m}, failOn: map[string]error{"create deployment": quotaExceeded}, want: outcome{}},
-		{name: "lost a race", objects: []runtime.Object{m, ownedDeployment(m, 1)}, failOn: map[string]error{"update memcached/status": conflict}, want: outcome{stale: true}},
+		{name: "lost a race", objects: []runtime.Object{m, memcachedtest.OwnedDeployment(m, 1)}, failOn: map[string]error{"update memcached/status": conflict}, want: outcome{stale: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

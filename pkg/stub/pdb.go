@@ -4,10 +4,10 @@ import (
 	"reflect"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/example-inc/memcached-operator/pkg/memcached"
 	corev1 "k8s.io/api/core/v1"
 	policyv1beta1 "k8s.io/api/policy/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // ReasonPodDisruptionBudgetUpdated is the reason of the Normal Event
@@ -18,44 +18,22 @@ const ReasonPodDisruptionBudgetUpdated = "PodDisruptionBudgetUpdated"
 // pdbChild names the PodDisruptionBudget's failures.
 var pdbChild = childKind{
 	kind:         "poddisruptionbudget",
-	readFailed:   ReasonPodDisruptionBudgetReadFailed,
-	createFailed: ReasonPodDisruptionBudgetCreateFailed,
-	notOwned:     ReasonPodDisruptionBudgetNotOwned,
-}
-
-// newPodDisruptionBudgetForMemcached returns the budget that lets a node
-// drain evict only one of m's pods at a time. It is built on client-go
-// 1.11's policy/v1beta1 type but sent as policy/v1 (see policyScheme).
-func newPodDisruptionBudgetForMemcached(m *v1alpha1.Memcached) *policyv1beta1.PodDisruptionBudget {
-	one := intstr.FromInt(1)
-	return &policyv1beta1.PodDisruptionBudget{
-		TypeMeta:   metav1.TypeMeta{APIVersion: policyV1.String(), Kind: "PodDisruptionBudget"},
-		ObjectMeta: childMeta(m),
-		Spec: policyv1beta1.PodDisruptionBudgetSpec{
-			MaxUnavailable: &one,
-			Selector:       &metav1.LabelSelector{MatchLabels: labelsForMemcached(m.Name)},
-		},
-	}
-}
-
-// wantsPodDisruptionBudget reports whether m should have a budget: with a
-// single pod, a budget of one unavailable pod protects nothing, and one of
-// none would block every node drain.
-func wantsPodDisruptionBudget(m *v1alpha1.Memcached) bool {
-	return m.Spec.Size > 1
+	readFailed:   memcached.ReasonPodDisruptionBudgetReadFailed,
+	createFailed: memcached.ReasonPodDisruptionBudgetCreateFailed,
+	notOwned:     memcached.ReasonPodDisruptionBudgetNotOwned,
 }
 
 // ensurePodDisruptionBudget makes sure that m has its budget while it has
 // more than one pod, and none of its own otherwise, restoring the budget
 // when someone changed it.
 func (h *Handler) ensurePodDisruptionBudget(m *v1alpha1.Memcached) *failure {
-	if !wantsPodDisruptionBudget(m) {
+	if !memcached.WantsPodDisruptionBudget(m) {
 		return h.removePodDisruptionBudget(m)
 	}
-	want := newPodDisruptionBudgetForMemcached(m)
+	want := memcached.NewPodDisruptionBudget(m)
 	p, created, f := ensureExists(m, pdbChild, h.client.GetPodDisruptionBudget, h.client.ReadPodDisruptionBudget,
 		func() (*policyv1beta1.PodDisruptionBudget, error) {
-			manifest, err := toManifest(want)
+			manifest, err := memcached.ToManifest(want)
 			if err != nil {
 				return nil, err
 			}
@@ -79,12 +57,12 @@ func (h *Handler) ensurePodDisruptionBudget(m *v1alpha1.Memcached) *failure {
 		// A budget has minAvailable or maxUnavailable, never both.
 		values["/spec/minAvailable"] = nil
 	}
-	patch, err := jsonPatchSet(p.UID, values)
+	patch, err := memcached.JSONPatchSet(p.UID, values)
 	if err == nil {
 		err = h.client.PatchPodDisruptionBudget(p.Namespace, p.Name, p.UID, patch)
 	}
 	if err != nil {
-		return newFailure(ReasonPodDisruptionBudgetUpdateFailed, "failed to restore poddisruptionbudget %s/%s: %w", p.Namespace, p.Name, err)
+		return newFailure(memcached.ReasonPodDisruptionBudgetUpdateFailed, "failed to restore poddisruptionbudget %s/%s: %w", p.Namespace, p.Name, err)
 	}
 	h.recorder.Eventf(m, corev1.EventTypeNormal, ReasonPodDisruptionBudgetUpdated, "Restored poddisruptionbudget %s to maxUnavailable 1", p.Name)
 	return nil
@@ -98,13 +76,13 @@ func (h *Handler) removePodDisruptionBudget(m *v1alpha1.Memcached) *failure {
 		return nil
 	}
 	if err != nil {
-		return newFailure(ReasonPodDisruptionBudgetReadFailed, "failed to get poddisruptionbudget %s/%s: %v", m.Namespace, m.Name, err)
+		return newFailure(memcached.ReasonPodDisruptionBudgetReadFailed, "failed to get poddisruptionbudget %s/%s: %v", m.Namespace, m.Name, err)
 	}
 	if !metav1.IsControlledBy(p, m) || p.DeletionTimestamp != nil {
 		return nil
 	}
 	if err := h.client.DeletePodDisruptionBudget(p.Namespace, p.Name, p.UID); err != nil && !isGone(err) {
-		return newFailure(ReasonPodDisruptionBudgetDeleteFailed, "failed to delete poddisruptionbudget %s/%s: %v", p.Namespace, p.Name, err)
+		return newFailure(memcached.ReasonPodDisruptionBudgetDeleteFailed, "failed to delete poddisruptionbudget %s/%s: %v", p.Namespace, p.Name, err)
 	}
 	return nil
 }

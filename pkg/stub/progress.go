@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/example-inc/memcached-operator/pkg/memcached"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -97,7 +98,7 @@ func progressOnly(stored, next v1alpha1.MemcachedStatus) bool {
 		return false
 	}
 	for _, c := range next.Conditions {
-		if s := findCondition(stored.Conditions, c.Type); s != nil && s.Status != c.Status {
+		if s := memcached.FindCondition(stored.Conditions, c.Type); s != nil && s.Status != c.Status {
 			return false
 		}
 	}
@@ -108,8 +109,8 @@ func progressOnly(stored, next v1alpha1.MemcachedStatus) bool {
 // (Progressing is True) and nothing needs a change from outside (Degraded
 // is not True).
 func inProgress(status v1alpha1.MemcachedStatus) bool {
-	progressing := findCondition(status.Conditions, v1alpha1.MemcachedProgressing)
-	degraded := findCondition(status.Conditions, v1alpha1.MemcachedDegraded)
+	progressing := memcached.FindCondition(status.Conditions, v1alpha1.MemcachedProgressing)
+	degraded := memcached.FindCondition(status.Conditions, v1alpha1.MemcachedDegraded)
 	return progressing != nil && progressing.Status == corev1.ConditionTrue &&
 		(degraded == nil || degraded.Status != corev1.ConditionTrue)
 }

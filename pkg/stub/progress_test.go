@@ -5,21 +5,23 @@ import (
 	"time"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/example-inc/memcached-operator/pkg/memcached"
+	"github.com/example-inc/memcached-operator/pkg/memcached/memcachedtest"
 	corev1 "k8s.io/api/core/v1"
 )
 
 // statusOf returns the status the handler computes for m over pods.
 func statusOf(m *v1alpha1.Memcached, pods ...*corev1.Pod) v1alpha1.MemcachedStatus {
-	return computeStatus(m, observation{pods: pods, templateHash: currentHash(m), serviceName: m.Name}, testNow)
+	return memcached.ComputeStatus(m, memcached.Observation{Pods: pods, TemplateHash: memcachedtest.CurrentHash(m), ServiceName: m.Name}, memcachedtest.Now)
 }
 
 func TestProgressOnly(t *testing.T) {
-	m := newMemcached("example", 2)
-	starting := []*corev1.Pod{newPod(m, "example-a", corev1.PodPending, false), newPod(m, "example-b", corev1.PodPending, false)}
-	halfReady := []*corev1.Pod{newPod(m, "example-a", corev1.PodRunning, true), newPod(m, "example-b", corev1.PodPending, false)}
-	ready := []*corev1.Pod{newPod(m, "example-a", corev1.PodRunning, true), newPod(m, "example-b", corev1.PodRunning, true)}
-	crashing := []*corev1.Pod{newPod(m, "example-a", corev1.PodRunning, true),
-		withContainers(newPod(m, "example-b", corev1.PodRunning, false), crashLooping("example-b", "10s", 1))}
+	m := memcachedtest.NewMemcached("example", 2)
+	starting := []*corev1.Pod{memcachedtest.NewPod(m, "example-a", corev1.PodPending, false), memcachedtest.NewPod(m, "example-b", corev1.PodPending, false)}
+	halfReady := []*corev1.Pod{memcachedtest.NewPod(m, "example-a", corev1.PodRunning, true), memcachedtest.NewPod(m, "example-b", corev1.PodPending, false)}
+	ready := []*corev1.Pod{memcachedtest.NewPod(m, "example-a", corev1.PodRunning, true), memcachedtest.NewPod(m, "example-b", corev1.PodRunning, true)}
+	crashing := []*corev1.Pod{memcachedtest.NewPod(m, "example-a", corev1.PodRunning, true),
+		memcachedtest.WithContainers(memcachedtest.NewPod(m, "example-b", corev1.PodRunning, false), memcachedtest.CrashLooping("example-b", "10s", 1))}
 
 	withStored := func(pods ...*corev1.Pod) *v1alpha1.Memcached {
 		stored := m.DeepCopy()
@@ -54,10 +56,10 @@ func TestProgressOnly(t *testing.T) {
 }
 
 func TestProgressReportsHold(t *testing.T) {
-	m := newMemcached("example", 2)
-	starting := statusOf(m, newPod(m, "example-a", corev1.PodPending, false))
-	halfReady := statusOf(m, newPod(m, "example-a", corev1.PodRunning, true), newPod(m, "example-b", corev1.PodPending, false))
-	ready := statusOf(m, newPod(m, "example-a", corev1.PodRunning, true), newPod(m, "example-b", corev1.PodRunning, true))
+	m := memcachedtest.NewMemcached("example", 2)
+	starting := statusOf(m, memcachedtest.NewPod(m, "example-a", corev1.PodPending, false))
+	halfReady := statusOf(m, memcachedtest.NewPod(m, "example-a", corev1.PodRunning, true), memcachedtest.NewPod(m, "example-b", corev1.PodPending, false))
+	ready := statusOf(m, memcachedtest.NewPod(m, "example-a", corev1.PodRunning, true), memcachedtest.NewPod(m, "example-b", corev1.PodRunning, true))
 	start := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	now := start
 	p := newProgressReports(5 * time.Second)
@@ -104,7 +106,7 @@ func TestProgressReportsHold(t *testing.T) {
 // until its pods are Ready within the interval: the progress between is
 // never written, the end is written at once.
 func TestNewMemcachedGetsOneStatusWrite(t *testing.T) {
-	m := newMemcached("example", 2)
+	m := memcachedtest.NewMemcached("example", 2)
 	f := newFixture(t, m)
 	f.handler.ReportProgressEvery(time.Hour)
 
@@ -113,7 +115,7 @@ func TestNewMemcachedGetsOneStatusWrite(t *testing.T) {
 	}
 	checkActions(t, f.client.actions, createActions)
 
-	f.client.pods = []*corev1.Pod{newPod(m, "example-a", corev1.PodPending, false), newPod(m, "example-b", corev1.PodPending, false)}
+	f.client.pods = []*corev1.Pod{memcachedtest.NewPod(m, "example-a", corev1.PodPending, false), memcachedtest.NewPod(m, "example-b", corev1.PodPending, false)}
 	if err := f.handler.reconcileKey("test/example"); err != nil {
 		t.Fatalf("reconcile with the pods starting: %v", err)
 	}
@@ -121,15 +123,15 @@ func TestNewMemcachedGetsOneStatusWrite(t *testing.T) {
 		t.Fatalf("wrote %+v while the pods start, want nothing within the interval", f.client.statuses)
 	}
 
-	f.client.pods = []*corev1.Pod{newPod(m, "example-a", corev1.PodRunning, true), newPod(m, "example-b", corev1.PodRunning, true)}
+	f.client.pods = []*corev1.Pod{memcachedtest.NewPod(m, "example-a", corev1.PodRunning, true), memcachedtest.NewPod(m, "example-b", corev1.PodRunning, true)}
 	if err := f.handler.reconcileKey("test/example"); err != nil {
 		t.Fatalf("reconcile with the pods ready: %v", err)
 	}
 	if len(f.client.statuses) != 1 {
 		t.Fatalf("wrote %d statuses, want one", len(f.client.statuses))
 	}
-	if c := findCondition(f.client.statuses[0].Conditions, v1alpha1.MemcachedProgressing); c == nil || c.Status != corev1.ConditionFalse || c.Reason != ReasonComplete {
-		t.Fatalf("wrote Progressing %+v, want False with reason %s", c, ReasonComplete)
+	if c := memcached.FindCondition(f.client.statuses[0].Conditions, v1alpha1.MemcachedProgressing); c == nil || c.Status != corev1.ConditionFalse || c.Reason != memcached.ReasonComplete {
+		t.Fatalf("wrote Progressing %+v, want False with reason %s", c, memcached.ReasonComplete)
 	}
 }
 
@@ -137,13 +139,13 @@ func TestNewMemcachedGetsOneStatusWrite(t *testing.T) {
 // not lost: the reconcile queues itself for the end of the interval, and
 // that one writes it.
 func TestHeldProgressIsWrittenLater(t *testing.T) {
-	m := newMemcached("example", 2)
+	m := memcachedtest.NewMemcached("example", 2)
 	f := newFixture(t, m)
 	f.handler.ReportProgressEvery(100 * time.Millisecond)
 	if err := f.handle(m, false); err != nil {
 		t.Fatalf("Handle: %v", err)
 	}
-	f.client.pods = []*corev1.Pod{newPod(m, "example-a", corev1.PodPending, false)}
+	f.client.pods = []*corev1.Pod{memcachedtest.NewPod(m, "example-a", corev1.PodPending, false)}
 	if err := f.reconcileNext(); err != nil {
 		t.Fatalf("the reconcile the create queued: %v", err)
 	}

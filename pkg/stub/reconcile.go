@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/example-inc/memcached-operator/pkg/kube"
+	"github.com/example-inc/memcached-operator/pkg/memcached"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -47,18 +49,18 @@ func (h *Handler) reconcileSteps(m *v1alpha1.Memcached) error {
 		// The garbage collector is removing m's children; recreating them would fight it.
 		return nil
 	}
-	if err := validateSpec(m); err != nil {
-		return h.updateStatus(m, nil, nil, newFailure(ReasonInvalidSpec, "%v", err))
+	if err := memcached.ValidateSpec(m); err != nil {
+		return h.updateStatus(m, nil, nil, newFailure(memcached.ReasonInvalidSpec, "%v", err))
 	}
-	if err := h.policy.check(m); err != nil {
-		return h.updateStatus(m, nil, nil, newFailure(ReasonPolicyViolation, "%v", err))
+	if err := h.policy.Check(m); err != nil {
+		return h.updateStatus(m, nil, nil, newFailure(memcached.ReasonPolicyViolation, "%v", err))
 	}
 	want, err := h.desired(m)
 	if err != nil {
-		return h.updateStatus(m, nil, nil, newFailure(ReasonDeploymentCreateFailed, "%v", err))
+		return h.updateStatus(m, nil, nil, newFailure(memcached.ReasonDeploymentCreateFailed, "%v", err))
 	}
 	d, created, f := h.ensureChildren(m, want)
-	if f != nil && errors.Is(f, errReplaced) {
+	if f != nil && errors.Is(f, kube.ErrReplaced) {
 		// Nothing failed: a child was replaced within the cache's lag. The
 		// reconcile runs again, with backoff, and acts on the new child
 		// once the cache shows it.
@@ -127,7 +129,7 @@ func (h *Handler) ensureSize(m *v1alpha1.Memcached, d *appsv1.Deployment) *failu
 		return nil
 	}
 	if err := h.client.ScaleDeployment(d.Namespace, d.Name, d.UID, m.Spec.Size); err != nil {
-		return newFailure(ReasonDeploymentScaleFailed, "failed to scale deployment %s/%s to %d: %w", d.Namespace, d.Name, m.Spec.Size, err)
+		return newFailure(memcached.ReasonDeploymentScaleFailed, "failed to scale deployment %s/%s to %d: %w", d.Namespace, d.Name, m.Spec.Size, err)
 	}
 	h.recorder.Eventf(m, corev1.EventTypeNormal, ReasonDeploymentScaled, "Scaled deployment %s to %d replicas", d.Name, m.Spec.Size)
 	return nil
@@ -135,18 +137,18 @@ func (h *Handler) ensureSize(m *v1alpha1.Memcached, d *appsv1.Deployment) *failu
 
 // ensurePodTemplate sets the Deployment's pod template and strategy to
 // want's when the template's hash differs, which rolls the pods one at a
-// time (see newDeploymentForMemcached). A Deployment of an operator version
+// time (see memcached.NewDeployment). A Deployment of an operator version
 // that did not annotate its template gets the current one too. Edits of the
 // template that keep its hash are left alone: the operator compares
-// hashes, not templates (see templateHashAnnotation).
+// hashes, not templates (see memcached.TemplateHashAnnotation).
 //
 // A difference that m's spec did not cause, but the operator's default
 // image or version did, waits for a roll slot (see rolls.go): until it gets
 // one, want records why, for the Progressing condition.
 func (h *Handler) ensurePodTemplate(m *v1alpha1.Memcached, d *appsv1.Deployment, want *desiredDeployment) *failure {
 	key := m.Namespace + "/" + m.Name
-	held := d.Spec.Template.Annotations[pacedRollAnnotation] != ""
-	if templateOf(d) == want.hash {
+	held := d.Spec.Template.Annotations[memcached.PacedRollAnnotation] != ""
+	if memcached.TemplateOf(d) == want.hash {
 		h.rollNotWaiting(key)
 		if held {
 			// Its roll may have just ended and freed a slot.
@@ -154,11 +156,11 @@ func (h *Handler) ensurePodTemplate(m *v1alpha1.Memcached, d *appsv1.Deployment,
 		}
 		return nil
 	}
-	paced := operatorChanged(m, d)
+	paced := memcached.OperatorChanged(m, d)
 	if paced {
 		ok, pending := h.acquireRoll(key, want.hash)
 		if !ok {
-			want.pendingHash, want.pending = templateOf(d), pending
+			want.pendingHash, want.pending = memcached.TemplateOf(d), pending
 			return nil
 		}
 	} else {
@@ -166,11 +168,11 @@ func (h *Handler) ensurePodTemplate(m *v1alpha1.Memcached, d *appsv1.Deployment,
 	}
 	manifest, err := want.build()
 	if err == nil && paced {
-		manifest, err = withPacedRoll(manifest)
+		manifest, err = memcached.WithPacedRoll(manifest)
 	}
 	var patch []byte
 	if err == nil {
-		patch, err = templatePatch(d.UID, manifest)
+		patch, err = memcached.TemplatePatch(d.UID, manifest)
 	}
 	if err == nil {
 		err = h.client.PatchDeployment(d.Namespace, d.Name, d.UID, patch)
@@ -179,7 +181,7 @@ func (h *Handler) ensurePodTemplate(m *v1alpha1.Memcached, d *appsv1.Deployment,
 		if paced {
 			h.releaseRoll(key)
 		}
-		return newFailure(ReasonDeploymentUpdateFailed, "failed to update the pod template of deployment %s/%s: %w", d.Namespace, d.Name, err)
+		return newFailure(memcached.ReasonDeploymentUpdateFailed, "failed to update the pod template of deployment %s/%s: %w", d.Namespace, d.Name, err)
 	}
 	if paced {
 		h.recorder.Eventf(m, corev1.EventTypeNormal, ReasonDeploymentUpdated, "Updated the pod template of deployment %s (template %s) to the operator's new one, in a paced roll (--max-concurrent-rolls), rolling its pods one at a time", d.Name, want.hash)
@@ -194,29 +196,29 @@ func (h *Handler) ensurePodTemplate(m *v1alpha1.Memcached, d *appsv1.Deployment,
 }
 
 // ensureProgressDeadline sets the Deployment's progressDeadlineSeconds to
-// progressDeadlineSeconds when it differs, as on Deployments that an
+// memcached.ProgressDeadlineSeconds when it differs, as on Deployments that an
 // operator version without it created, where the API server defaulted it
 // to 600. It rolls no pod and needs no Event: only the Deployment
 // controller's deadline changes.
 func (h *Handler) ensureProgressDeadline(d *appsv1.Deployment) *failure {
-	if s := d.Spec.ProgressDeadlineSeconds; s != nil && *s == progressDeadlineSeconds {
+	if s := d.Spec.ProgressDeadlineSeconds; s != nil && *s == memcached.ProgressDeadlineSeconds {
 		return nil
 	}
-	patch, err := jsonPatchSet(d.UID, map[string]interface{}{"/spec/progressDeadlineSeconds": progressDeadlineSeconds})
+	patch, err := memcached.JSONPatchSet(d.UID, map[string]interface{}{"/spec/progressDeadlineSeconds": memcached.ProgressDeadlineSeconds})
 	if err == nil {
 		err = h.client.PatchDeployment(d.Namespace, d.Name, d.UID, patch)
 	}
 	if err != nil {
-		return newFailure(ReasonDeploymentUpdateFailed, "failed to set the progress deadline of deployment %s/%s: %w", d.Namespace, d.Name, err)
+		return newFailure(memcached.ReasonDeploymentUpdateFailed, "failed to set the progress deadline of deployment %s/%s: %w", d.Namespace, d.Name, err)
 	}
 	return nil
 }
 
-// updateStatus writes the status that m's pods and Service, want (the
-// desired Deployment, nil when the reconcile stopped before it; see
-// observation), d (m's Deployment as the reconcile found it, or nil) and
-// f, the failed step or nil, call for, when it differs from the stored
-// one, and returns f, or the write's error.
+// updateStatus writes the status that m's pods and Service, want (the desired
+// Deployment, nil when the reconcile stopped before it; see
+// memcached.Observation), d (m's Deployment as the reconcile found it, or nil)
+// and f, the failed step or nil, call for, when it differs from the stored one,
+// and returns f, or the write's error.
 //
 // A failure is recorded as a Warning Event only when the stored Degraded
 // condition does not already report it, so a step that keeps failing the same
@@ -233,7 +235,7 @@ func (h *Handler) updateStatus(m *v1alpha1.Memcached, want *desiredDeployment, d
 		// tells whether the failure is already reported.
 		return err
 	case err != nil:
-		h.recorder.Event(m, corev1.EventTypeWarning, ReasonStatusUpdateFailed, err.Error())
+		h.recorder.Event(m, corev1.EventTypeWarning, memcached.ReasonStatusUpdateFailed, err.Error())
 		if f == nil {
 			return err
 		}
@@ -253,25 +255,25 @@ func (h *Handler) updateStatus(m *v1alpha1.Memcached, want *desiredDeployment, d
 // report, which is f or, when the pods cannot be listed, that.
 func (h *Handler) desiredStatus(m *v1alpha1.Memcached, want *desiredDeployment, d *appsv1.Deployment, f *failure) (v1alpha1.MemcachedStatus, *failure) {
 	now := h.now()
-	if f != nil && f.reason == ReasonDeploymentNotOwned {
+	if f != nil && f.reason == memcached.ReasonDeploymentNotOwned {
 		// None of the pods with m's labels are m's.
-		return notOwnedStatus(m, f.Error(), now), f
+		return memcached.NotOwnedStatus(m, f.Error(), now), f
 	}
 	pods, err := h.client.ListPods(m.Namespace, m.Name)
 	if err != nil {
 		if f == nil {
-			f = newFailure(ReasonPodListFailed, "failed to list pods of memcached %s/%s: %v", m.Namespace, m.Name, err)
+			f = newFailure(memcached.ReasonPodListFailed, "failed to list pods of memcached %s/%s: %v", m.Namespace, m.Name, err)
 		}
-		return unobservedStatus(m, f.reason, f.Error(), now), f
+		return memcached.UnobservedStatus(m, f.reason, f.Error(), now), f
 	}
-	o := observation{pods: pods, templateHash: want.statusHash(), rollPending: want.rollPending(), serviceName: h.serviceName(m)}
+	o := memcached.Observation{Pods: pods, TemplateHash: want.statusHash(), RollPending: want.rollPending(), ServiceName: h.serviceName(m)}
 	if d != nil && metav1.IsControlledBy(d, m) {
-		o.deploymentConditions = d.Status.Conditions
+		o.DeploymentConditions = d.Status.Conditions
 	}
 	if f != nil {
-		return failedStatus(m, o, f.reason, f.Error(), now), f
+		return memcached.FailedStatus(m, o, f.reason, f.Error(), now), f
 	}
-	return computeStatus(m, o, now), nil
+	return memcached.ComputeStatus(m, o, now), nil
 }
 
 // serviceName returns the name of m's own Service as the cache shows it,
@@ -286,7 +288,7 @@ func (h *Handler) serviceName(m *v1alpha1.Memcached) string {
 
 // reported reports whether status already holds f as its Degraded condition.
 func reported(status v1alpha1.MemcachedStatus, f *failure) bool {
-	c := findCondition(status.Conditions, v1alpha1.MemcachedDegraded)
+	c := memcached.FindCondition(status.Conditions, v1alpha1.MemcachedDegraded)
 	return c != nil && c.Status == corev1.ConditionTrue && c.Reason == f.reason && c.Message == f.Error()
 }
 

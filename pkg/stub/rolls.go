@@ -8,11 +8,9 @@ import (
 	"sync"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/example-inc/memcached-operator/pkg/memcached"
 	"github.com/sirupsen/logrus"
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -27,33 +25,16 @@ import (
 // Ready pods of the new one (maxUnavailable 0). A roll that the Memcached's
 // own spec asks for, and the creation of a new Memcached, never wait.
 //
-// Everything the pacing decides from is in the cluster, so that a restart or
-// a new leader continues where the last one stopped: each Deployment's pod
-// template records the spec it was built from (specHashAnnotation) and
-// whether its last change was a paced one (pacedRollAnnotation), and the
-// rolls in flight are counted from the Deployments and pods in the caches.
-// Only two things are kept in memory: the slots granted whose patch the
-// cache has not shown yet, so that two workers never take the same slot,
-// and which Memcacheds wait, so that a freed slot wakes the next one by name.
+// Everything the pacing decides from is in the cluster, so that a restart or a
+// new leader continues where the last one stopped: each Deployment's pod
+// template records the spec it was built from (memcached.SpecHashAnnotation)
+// and whether its last change was a paced one (memcached.PacedRollAnnotation),
+// and the rolls in flight are counted from the Deployments and pods in the
+// caches. Only two things are kept in memory: the slots granted whose patch the
+// cache has not shown yet, so that two workers never take the same slot, and
+// which Memcacheds wait, so that a freed slot wakes the next one by name.
 
 const (
-	// specHashAnnotation, on the Deployment's pod template, holds a hash of
-	// the Memcached's spec, without spec.size, that the template was built
-	// from. When the template differs from the desired one but the spec does
-	// not differ from the recorded one, the difference is the operator's.
-	// It is set after the template is hashed, so that it never rolls pods by
-	// itself.
-	specHashAnnotation = "cache.example.com/spec-hash"
-	// pacedRollAnnotation, on the Deployment's pod template, marks a
-	// template set by a paced roll. Such a Deployment holds a roll slot for
-	// as long as a live pod of another template is left.
-	pacedRollAnnotation = "cache.example.com/paced-roll"
-
-	// ReasonRollPending is the reason of a Progressing condition that is
-	// True while the operator's pod template changed for the Memcached and
-	// it waits for a slot among --max-concurrent-rolls.
-	ReasonRollPending = "RollPending"
-
 	// DefaultMaxConcurrentRolls is the default of --max-concurrent-rolls.
 	DefaultMaxConcurrentRolls = "10%"
 
@@ -118,43 +99,6 @@ func toWake(waiting map[string]bool, inFlight map[string]bool, slots int) []stri
 	return keys
 }
 
-// specHash is a short hash of m's spec without spec.size, which the
-// Deployment's replicas carry instead of its template.
-func specHash(m *v1alpha1.Memcached) (string, error) {
-	spec := m.Spec.DeepCopy()
-	spec.Size = 0
-	return shortHash(spec)
-}
-
-// operatorChanged reports whether d's pod template, which differs from the
-// one m asks for, differs because of the operator rather than m's spec: the
-// template records the spec it was built from and m's spec is still that
-// one. A template of an operator version that recorded no spec counts as
-// the operator's when the status shows that the operator has seen m's
-// current generation, since it then applied it already.
-func operatorChanged(m *v1alpha1.Memcached, d *appsv1.Deployment) bool {
-	recorded, ok := d.Spec.Template.Annotations[specHashAnnotation]
-	if !ok {
-		return m.Status.ObservedGeneration == m.Generation
-	}
-	current, err := specHash(m)
-	return err == nil && recorded == current
-}
-
-// pacedRollInFlight reports whether d holds a roll slot: its template was
-// set by a paced roll and a live pod of another template is left.
-func pacedRollInFlight(d *appsv1.Deployment, pods []*corev1.Pod) bool {
-	if d.Spec.Template.Annotations[pacedRollAnnotation] == "" {
-		return false
-	}
-	for _, p := range livePods(pods) {
-		if isOutdated(p, templateOf(d)) {
-			return true
-		}
-	}
-	return false
-}
-
 // rollPendingMessage says why a Memcached waits, naming the first holders.
 func rollPendingMessage(inFlight map[string]bool, slots int) string {
 	holders := make([]string, 0, len(inFlight))
@@ -193,12 +137,12 @@ func (h *Handler) PaceRolls(limit intstr.IntOrString) {
 }
 
 // rollsInFlight returns the Memcacheds that hold a slot, by namespace/name:
-// those whose Deployment pacedRollInFlight, as the caches show them, and
-// those granted one that the cache does not show yet; and the slots there
+// those whose Deployment memcached.PacedRollInFlight, as the caches show them,
+// and those granted one that the cache does not show yet; and the slots there
 // are for the Memcacheds' Deployments. It forgets the grants that the cache
 // shows. It reads the Deployment cache, not the Memcacheds the SDK has
-// delivered so far, which right after a start are only some of them. The
-// caller holds h.rolls.mu.
+// delivered so far, which right after a start are only some of them. The caller
+// holds h.rolls.mu.
 func (h *Handler) rollsInFlight() (inFlight map[string]bool, slots int, err error) {
 	p := h.rolls
 	deployments, err := h.client.ListDeployments()
@@ -215,20 +159,20 @@ func (h *Handler) rollsInFlight() (inFlight map[string]bool, slots int, err erro
 		key := d.Namespace + "/" + d.Name
 		seen[key] = true
 		if hash, ok := p.granted[key]; ok {
-			if templateOf(d) != hash {
+			if memcached.TemplateOf(d) != hash {
 				inFlight[key] = true
 				continue
 			}
 			delete(p.granted, key)
 		}
-		if d.Spec.Template.Annotations[pacedRollAnnotation] == "" {
+		if d.Spec.Template.Annotations[memcached.PacedRollAnnotation] == "" {
 			continue
 		}
 		pods, err := h.client.ListPods(d.Namespace, d.Name)
 		if err != nil {
 			return nil, 0, err
 		}
-		if pacedRollInFlight(d, pods) {
+		if memcached.PacedRollInFlight(d, pods) {
 			inFlight[key] = true
 		}
 	}
@@ -313,37 +257,4 @@ func (h *Handler) wakeRolls() {
 	for _, key := range toWake(p.waiting, inFlight, slots) {
 		h.queue.Add(key)
 	}
-}
-
-// withPacedRoll returns a copy of manifest whose pod template carries
-// pacedRollAnnotation.
-func withPacedRoll(manifest *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	u := manifest.DeepCopy()
-	err := unstructured.SetNestedField(u.Object, "true", "spec", "template", "metadata", "annotations", pacedRollAnnotation)
-	return u, err
-}
-
-// recordSpec sets specHashAnnotation for m on manifest's pod template.
-func recordSpec(manifest *unstructured.Unstructured, m *v1alpha1.Memcached) error {
-	hash, err := specHash(m)
-	if err != nil {
-		return err
-	}
-	return unstructured.SetNestedField(manifest.Object, hash, "spec", "template", "metadata", "annotations", specHashAnnotation)
-}
-
-// rollAnnotations returns the annotations of a pod template that the
-// reconcile reads: the template hash and the roll's record, or nil
-// without any of them.
-func rollAnnotations(annotations map[string]string) map[string]string {
-	var out map[string]string
-	for _, k := range []string{templateHashAnnotation, specHashAnnotation, pacedRollAnnotation} {
-		if v, ok := annotations[k]; ok {
-			if out == nil {
-				out = map[string]string{}
-			}
-			out[k] = v
-		}
-	}
-	return out
 }

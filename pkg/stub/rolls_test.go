@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/example-inc/memcached-operator/pkg/memcached"
+	"github.com/example-inc/memcached-operator/pkg/memcached/memcachedtest"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/errors"
@@ -15,7 +17,7 @@ import (
 )
 
 // oldImage is the operator's default image before the change the tests
-// roll to testImage.
+// roll to memcachedtest.Image.
 const oldImage = "example.com/memcached:old"
 
 func TestParseMaxConcurrentRolls(t *testing.T) {
@@ -121,7 +123,7 @@ func TestToWake(t *testing.T) {
 }
 
 func TestOperatorChanged(t *testing.T) {
-	m := newMemcached("example", 2)
+	m := memcachedtest.NewMemcached("example", 2)
 	m.Status.ObservedGeneration = 1
 	specChanged := m.DeepCopy()
 	specChanged.Generation = 2
@@ -131,7 +133,7 @@ func TestOperatorChanged(t *testing.T) {
 	scaled.Spec.Size = 5
 	legacy := func(m *v1alpha1.Memcached) *appsv1.Deployment {
 		d := staleDeployment(m, 2)
-		delete(d.Spec.Template.Annotations, specHashAnnotation)
+		delete(d.Spec.Template.Annotations, memcached.SpecHashAnnotation)
 		return d
 	}
 	unseen := m.DeepCopy()
@@ -150,7 +152,7 @@ func TestOperatorChanged(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := operatorChanged(tt.m, tt.d); got != tt.want {
+			if got := memcached.OperatorChanged(tt.m, tt.d); got != tt.want {
 				t.Errorf("got %v, want %v", got, tt.want)
 			}
 		})
@@ -158,29 +160,31 @@ func TestOperatorChanged(t *testing.T) {
 }
 
 func TestPacedRollInFlight(t *testing.T) {
-	m := newMemcached("example", 2)
-	marked := pacedDeployment(m, 2)
+	m := memcachedtest.NewMemcached("example", 2)
+	marked := memcachedtest.PacedDeployment(m, 2)
 	old := func(name string) *corev1.Pod { return stalePod(m, name, true) }
-	current := func(name string, ready bool) *corev1.Pod { return newPod(m, name, corev1.PodRunning, ready) }
+	current := func(name string, ready bool) *corev1.Pod {
+		return memcachedtest.NewPod(m, name, corev1.PodRunning, ready)
+	}
 	terminating := old("example-old-b")
-	terminating.DeletionTimestamp = &testNow
+	terminating.DeletionTimestamp = &memcachedtest.Now
 	tests := []struct {
 		name string
 		d    *appsv1.Deployment
 		pods []*corev1.Pod
 		want bool
 	}{
-		{name: "not a paced roll", d: ownedDeployment(m, 2), pods: []*corev1.Pod{old("example-old-a")}, want: false},
+		{name: "not a paced roll", d: memcachedtest.OwnedDeployment(m, 2), pods: []*corev1.Pod{old("example-old-a")}, want: false},
 		{name: "just patched", d: marked, pods: []*corev1.Pod{old("example-old-a"), old("example-old-b")}, want: true},
 		{name: "half way", d: marked, pods: []*corev1.Pod{old("example-old-a"), current("example-new-a", true), current("example-new-b", false)}, want: true},
-		{name: "a new pod that never gets Ready holds it", d: marked, pods: []*corev1.Pod{old("example-old-a"), old("example-old-b"), withContainers(current("example-new-a", false), waiting("memcached", "ImagePullBackOff", "Back-off pulling image"))}, want: true},
+		{name: "a new pod that never gets Ready holds it", d: marked, pods: []*corev1.Pod{old("example-old-a"), old("example-old-b"), memcachedtest.WithContainers(current("example-new-a", false), memcachedtest.Waiting("memcached", "ImagePullBackOff", "Back-off pulling image"))}, want: true},
 		{name: "the last old pod is terminating", d: marked, pods: []*corev1.Pod{terminating, current("example-new-a", true), current("example-new-b", true)}, want: false},
 		{name: "done", d: marked, pods: []*corev1.Pod{current("example-new-a", true), current("example-new-b", true)}, want: false},
 		{name: "size 0", d: marked, want: false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := pacedRollInFlight(tt.d, tt.pods); got != tt.want {
+			if got := memcached.PacedRollInFlight(tt.d, tt.pods); got != tt.want {
 				t.Errorf("got %v, want %v", got, tt.want)
 			}
 		})
@@ -195,21 +199,8 @@ func TestRollPendingMessage(t *testing.T) {
 	}
 }
 
-func TestTrimDeploymentKeepsTheRollRecord(t *testing.T) {
-	d := pacedDeployment(newMemcached("example", 2), 2)
-	d.Spec.Template.Annotations["other"] = "x"
-	want := map[string]string{}
-	for _, k := range []string{templateHashAnnotation, specHashAnnotation, pacedRollAnnotation} {
-		want[k] = d.Spec.Template.Annotations[k]
-	}
-	trimDeployment(d)
-	if got := d.Spec.Template.Annotations; !reflect.DeepEqual(got, want) {
-		t.Errorf("got %v, want %v", got, want)
-	}
-}
-
 // The fixture tests below run a fleet whose Deployments were made with
-// oldImage by a handler whose default is now testImage.
+// oldImage by a handler whose default is now memcachedtest.Image.
 
 // fleet returns Memcacheds of size 2, each settled on oldImage: its
 // Deployment, Service, budget and two Ready pods, and a status that has
@@ -218,10 +209,10 @@ func fleet(names ...string) ([]*v1alpha1.Memcached, []runtime.Object) {
 	var ms []*v1alpha1.Memcached
 	var objs []runtime.Object
 	for _, name := range names {
-		m := newMemcached(name, 2)
+		m := memcachedtest.NewMemcached(name, 2)
 		m.Status.ObservedGeneration = 1
 		ms = append(ms, m)
-		objs = append(objs, m, staleDeployment(m, 2), ownedService(m), ownedBudget(m),
+		objs = append(objs, m, staleDeployment(m, 2), memcachedtest.OwnedService(m), memcachedtest.OwnedBudget(m),
 			stalePod(m, name+"-old-a", true), stalePod(m, name+"-old-b", true))
 	}
 	return ms, objs
@@ -229,33 +220,26 @@ func fleet(names ...string) ([]*v1alpha1.Memcached, []runtime.Object) {
 
 // staleDeployment is m's Deployment as a handler with oldImage made it.
 func staleDeployment(m *v1alpha1.Memcached, replicas int32) *appsv1.Deployment {
-	d := newDeploymentForMemcached(m, oldImage, testSidecarImage)
+	d := memcached.NewDeployment(m, oldImage, memcachedtest.SidecarImage)
 	d.UID = "uid-deployment"
 	d.Spec.Replicas = &replicas
-	d.Spec.Template.Annotations = map[string]string{templateHashAnnotation: staleHash(m), specHashAnnotation: mustSpecHash(m)}
-	return d
-}
-
-// pacedDeployment is m's Deployment right after a paced roll to testImage.
-func pacedDeployment(m *v1alpha1.Memcached, replicas int32) *appsv1.Deployment {
-	d := ownedDeployment(m, replicas)
-	d.Spec.Template.Annotations[pacedRollAnnotation] = "true"
+	d.Spec.Template.Annotations = map[string]string{memcached.TemplateHashAnnotation: staleHash(m), memcached.SpecHashAnnotation: memcachedtest.MustSpecHash(m)}
 	return d
 }
 
 // staleHash is the hash of m's pod template with oldImage.
 func staleHash(m *v1alpha1.Memcached) string {
-	u, err := deploymentManifest(newDeploymentForMemcached(m, oldImage, testSidecarImage))
+	u, err := memcached.DeploymentManifest(memcached.NewDeployment(m, oldImage, memcachedtest.SidecarImage))
 	if err != nil {
 		panic(err)
 	}
-	return manifestTemplateHash(u)
+	return memcached.ManifestTemplateHash(u)
 }
 
 // stalePod is a pod of m's Deployment of the oldImage template.
 func stalePod(m *v1alpha1.Memcached, name string, ready bool) *corev1.Pod {
-	p := newPod(m, name, corev1.PodRunning, ready)
-	p.Annotations[templateHashAnnotation] = staleHash(m)
+	p := memcachedtest.NewPod(m, name, corev1.PodRunning, ready)
+	p.Annotations[memcached.TemplateHashAnnotation] = staleHash(m)
 	return p
 }
 
@@ -298,7 +282,7 @@ func (f *fixture) templatePatches() []string {
 func (f *fixture) progressing(name string) v1alpha1.MemcachedCondition {
 	f.t.Helper()
 	m := f.client.memcacheds["test/"+name]
-	c := findCondition(m.Status.Conditions, v1alpha1.MemcachedProgressing)
+	c := memcached.FindCondition(m.Status.Conditions, v1alpha1.MemcachedProgressing)
 	if c == nil {
 		f.t.Fatalf("memcached %s has no Progressing condition: %+v", name, m.Status)
 	}
@@ -310,12 +294,12 @@ func (f *fixture) progressing(name string) v1alpha1.MemcachedCondition {
 func (f *fixture) finishRoll(m *v1alpha1.Memcached) {
 	var pods []*corev1.Pod
 	for _, p := range f.client.pods {
-		if p.Labels[crLabel] != m.Name {
+		if p.Labels[memcached.CRLabel] != m.Name {
 			pods = append(pods, p)
 		}
 	}
 	for i := range m.Spec.Size {
-		pods = append(pods, newPod(m, fmt.Sprintf("%s-new-%d", m.Name, i), corev1.PodRunning, true))
+		pods = append(pods, memcachedtest.NewPod(m, fmt.Sprintf("%s-new-%d", m.Name, i), corev1.PodRunning, true))
 	}
 	f.client.pods = pods
 }
@@ -334,17 +318,17 @@ func TestPacesAFleetRoll(t *testing.T) {
 	for _, m := range ms[3:] {
 		name := m.Name
 		d := f.client.deployments["test/"+name]
-		if d.Spec.Template.Annotations[pacedRollAnnotation] != "true" || templateOf(d) != currentHash(m) {
+		if d.Spec.Template.Annotations[memcached.PacedRollAnnotation] != "true" || memcached.TemplateOf(d) != memcachedtest.CurrentHash(m) {
 			t.Errorf("deployment %s: template annotations %v, want the new template marked as a paced roll", name, d.Spec.Template.Annotations)
 		}
-		if img := d.Spec.Template.Spec.Containers[0].Image; img != testImage {
-			t.Errorf("deployment %s: image %q, want %q", name, img, testImage)
+		if img := d.Spec.Template.Spec.Containers[0].Image; img != memcachedtest.Image {
+			t.Errorf("deployment %s: image %q, want %q", name, img, memcachedtest.Image)
 		}
 	}
 	for _, name := range []string{"a", "b", "c"} {
 		c := f.progressing(name)
-		if c.Status != corev1.ConditionTrue || c.Reason != ReasonRollPending || !strings.Contains(c.Message, "held by d, e") {
-			t.Errorf("memcached %s: Progressing %s %s %q, want True %s naming d and e", name, c.Status, c.Reason, c.Message, ReasonRollPending)
+		if c.Status != corev1.ConditionTrue || c.Reason != memcached.ReasonRollPending || !strings.Contains(c.Message, "held by d, e") {
+			t.Errorf("memcached %s: Progressing %s %s %q, want True %s naming d and e", name, c.Status, c.Reason, c.Message, memcached.ReasonRollPending)
 		}
 		if img := f.client.deployments["test/"+name].Spec.Template.Spec.Containers[0].Image; img != oldImage {
 			t.Errorf("deployment %s: image %q, want %q until its turn", name, img, oldImage)
@@ -374,8 +358,8 @@ func TestPacesAFleetRoll(t *testing.T) {
 	}
 	f.handleAll(ms...)
 	for _, m := range ms {
-		if c := f.progressing(m.Name); c.Status != corev1.ConditionFalse || c.Reason != ReasonComplete {
-			t.Errorf("memcached %s: Progressing %s %s %q, want False %s", m.Name, c.Status, c.Reason, c.Message, ReasonComplete)
+		if c := f.progressing(m.Name); c.Status != corev1.ConditionFalse || c.Reason != memcached.ReasonComplete {
+			t.Errorf("memcached %s: Progressing %s %s %q, want False %s", m.Name, c.Status, c.Reason, c.Message, memcached.ReasonComplete)
 		}
 	}
 }
@@ -384,7 +368,7 @@ func TestCountsRollsInFlightFromTheCaches(t *testing.T) {
 	// A new handler, as after a restart or a change of leader, has no
 	// memory of the slot that b holds: the caches show it.
 	ms, objs := fleet("a", "b", "c")
-	f := newFixture(t, withoutDeployment(append(objs, pacedDeployment(ms[1], 2)), "b")...)
+	f := newFixture(t, withoutDeployment(append(objs, memcachedtest.PacedDeployment(ms[1], 2)), "b")...)
 	f.handler.PaceRolls(intstr.FromInt(1))
 
 	f.handleAll(ms...)
@@ -393,12 +377,12 @@ func TestCountsRollsInFlightFromTheCaches(t *testing.T) {
 		t.Fatalf("patched %v, want nothing while b's roll holds the only slot", got)
 	}
 	for _, name := range []string{"a", "c"} {
-		if c := f.progressing(name); c.Reason != ReasonRollPending || !strings.HasSuffix(c.Message, "held by b") {
-			t.Errorf("memcached %s: Progressing %s %q, want %s held by b", name, c.Reason, c.Message, ReasonRollPending)
+		if c := f.progressing(name); c.Reason != memcached.ReasonRollPending || !strings.HasSuffix(c.Message, "held by b") {
+			t.Errorf("memcached %s: Progressing %s %q, want %s held by b", name, c.Reason, c.Message, memcached.ReasonRollPending)
 		}
 	}
-	if c := f.progressing("b"); c.Reason != ReasonRollingUpdate {
-		t.Errorf("memcached b: Progressing %s %q, want %s", c.Reason, c.Message, ReasonRollingUpdate)
+	if c := f.progressing("b"); c.Reason != memcached.ReasonRollingUpdate {
+		t.Errorf("memcached b: Progressing %s %q, want %s", c.Reason, c.Message, memcached.ReasonRollingUpdate)
 	}
 }
 
@@ -412,28 +396,28 @@ func TestAStuckPacedRollHoldsItsSlot(t *testing.T) {
 	}
 	// a's new image cannot be pulled: its surge pod never gets Ready, and
 	// its old pods stay.
-	f.client.pods = append(f.client.pods, withContainers(newPod(ms[0], "a-new-0", corev1.PodPending, false),
-		waiting("memcached", "ImagePullBackOff", "Back-off pulling image")))
+	f.client.pods = append(f.client.pods, memcachedtest.WithContainers(memcachedtest.NewPod(ms[0], "a-new-0", corev1.PodPending, false),
+		memcachedtest.Waiting("memcached", "ImagePullBackOff", "Back-off pulling image")))
 
 	f.handleAll(ms...)
 
 	if got := f.templatePatches(); len(got) != 0 {
 		t.Fatalf("patched %v, want nothing: a stuck roll holds its slot", got)
 	}
-	if c := f.progressing("b"); c.Reason != ReasonRollPending || !strings.HasSuffix(c.Message, "held by a") {
-		t.Errorf("memcached b: Progressing %s %q, want %s held by a", c.Reason, c.Message, ReasonRollPending)
+	if c := f.progressing("b"); c.Reason != memcached.ReasonRollPending || !strings.HasSuffix(c.Message, "held by a") {
+		t.Errorf("memcached b: Progressing %s %q, want %s held by a", c.Reason, c.Message, memcached.ReasonRollPending)
 	}
 }
 
 func TestSpecChangesAndNewMemcachedsDoNotWaitForTheFleet(t *testing.T) {
 	ms, objs := fleet("a", "b", "c")
-	f := newFixture(t, withoutDeployment(append(objs, pacedDeployment(ms[0], 2)), "a")...)
+	f := newFixture(t, withoutDeployment(append(objs, memcachedtest.PacedDeployment(ms[0], 2)), "a")...)
 	f.handler.PaceRolls(intstr.FromInt(1))
 	changed := ms[1].DeepCopy()
 	changed.Generation = 2
 	changed.Spec.ExtraArgs = []string{"--threads=2"}
 	f.handler.memcacheds.store("test/b", changed)
-	fresh := newMemcached("fresh", 2)
+	fresh := memcachedtest.NewMemcached("fresh", 2)
 	f.client.memcacheds["test/fresh"] = fresh
 	f.handler.memcacheds.store("test/fresh", fresh)
 
@@ -443,17 +427,17 @@ func TestSpecChangesAndNewMemcachedsDoNotWaitForTheFleet(t *testing.T) {
 		t.Fatalf("patched %v, want %v: b's own change goes at once, c waits", got, want)
 	}
 	d := f.client.deployments["test/b"]
-	if _, marked := d.Spec.Template.Annotations[pacedRollAnnotation]; marked || templateOf(d) != currentHash(changed) {
+	if _, marked := d.Spec.Template.Annotations[memcached.PacedRollAnnotation]; marked || memcached.TemplateOf(d) != memcachedtest.CurrentHash(changed) {
 		t.Errorf("deployment b: template annotations %v, want the new template of its spec, unmarked", d.Spec.Template.Annotations)
 	}
-	if got := d.Spec.Template.Annotations[specHashAnnotation]; got != mustSpecHash(changed) {
-		t.Errorf("deployment b: recorded spec %q, want %q", got, mustSpecHash(changed))
+	if got := d.Spec.Template.Annotations[memcached.SpecHashAnnotation]; got != memcachedtest.MustSpecHash(changed) {
+		t.Errorf("deployment b: recorded spec %q, want %q", got, memcachedtest.MustSpecHash(changed))
 	}
-	if d, ok := f.client.deployments["test/fresh"]; !ok || templateOf(d) != currentHash(fresh) {
+	if d, ok := f.client.deployments["test/fresh"]; !ok || memcached.TemplateOf(d) != memcachedtest.CurrentHash(fresh) {
 		t.Errorf("memcached fresh: deployment %v, want one created with the new template at once", d)
 	}
-	if c := f.progressing("c"); c.Reason != ReasonRollPending {
-		t.Errorf("memcached c: Progressing %s %q, want %s", c.Reason, c.Message, ReasonRollPending)
+	if c := f.progressing("c"); c.Reason != memcached.ReasonRollPending {
+		t.Errorf("memcached c: Progressing %s %q, want %s", c.Reason, c.Message, memcached.ReasonRollPending)
 	}
 }
 
@@ -461,7 +445,7 @@ func TestAFailedPatchGivesItsSlotBack(t *testing.T) {
 	_, objs := fleet("a", "b")
 	f := newFixture(t, objs...)
 	f.handler.PaceRolls(intstr.FromInt(1))
-	f.client.failOn["patch deployment test/a"] = errors.NewForbidden(deploymentResource, "a", fmt.Errorf("denied by policy"))
+	f.client.failOn["patch deployment test/a"] = errors.NewForbidden(memcached.DeploymentResource, "a", fmt.Errorf("denied by policy"))
 
 	if err := f.handler.reconcileKey("test/a"); err == nil {
 		t.Fatalf("reconcile a: got nil, want the patch's error")
@@ -540,8 +524,8 @@ func TestAGrantHoldsItsSlotUntilTheCacheShowsThePatch(t *testing.T) {
 	if got, want := f.templatePatches(), []string{"a"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("patched %v, want %v: a's grant holds the only slot", got, want)
 	}
-	if c := f.progressing("b"); c.Reason != ReasonRollPending || !strings.HasSuffix(c.Message, "held by a") {
-		t.Errorf("memcached b: Progressing %s %q, want %s held by a", c.Reason, c.Message, ReasonRollPending)
+	if c := f.progressing("b"); c.Reason != memcached.ReasonRollPending || !strings.HasSuffix(c.Message, "held by a") {
+		t.Errorf("memcached b: Progressing %s %q, want %s held by a", c.Reason, c.Message, memcached.ReasonRollPending)
 	}
 }
 
@@ -549,7 +533,7 @@ func TestCountsRollsOfMemcachedsNotDeliveredYet(t *testing.T) {
 	// Right after a start the SDK has delivered only some Memcacheds; the
 	// Deployment cache already holds every Deployment, b's paced roll too.
 	ms, objs := fleet("a", "b")
-	f := newFixture(t, withoutDeployment(append(objs, pacedDeployment(ms[1], 2)), "b")...)
+	f := newFixture(t, withoutDeployment(append(objs, memcachedtest.PacedDeployment(ms[1], 2)), "b")...)
 	f.handler.memcacheds.delete("test/b")
 	f.handler.PaceRolls(intstr.FromInt(1))
 

@@ -4,12 +4,11 @@ import (
 	"reflect"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/example-inc/memcached-operator/pkg/memcached"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 const (
@@ -20,58 +19,14 @@ const (
 	ReasonServiceMonitorCreated = "ServiceMonitorCreated"
 	ReasonServiceMonitorUpdated = "ServiceMonitorUpdated"
 	ReasonServiceMonitorDeleted = "ServiceMonitorDeleted"
-	// serviceMonitorInterval is how often Prometheus scrapes the sidecar:
-	// memcached's stats change little faster, and the Prometheus
-	// Operator's own examples use it.
-	serviceMonitorInterval = "30s"
 )
-
-// serviceMonitorGVR is the Prometheus Operator's ServiceMonitor API. Its
-// CustomResourceDefinition may be absent: the operator uses the API only
-// while discovery says it is served (see ServiceMonitorsServed).
-var serviceMonitorGVR = schema.GroupVersionResource{Group: "monitoring.coreos.com", Version: "v1", Resource: "servicemonitors"}
 
 // serviceMonitorChild names the ServiceMonitor's failures.
 var serviceMonitorChild = childKind{
 	kind:         "servicemonitor",
-	readFailed:   ReasonServiceMonitorReadFailed,
-	createFailed: ReasonServiceMonitorCreateFailed,
-	notOwned:     ReasonServiceMonitorNotOwned,
-}
-
-// serviceMonitorSpec is the spec of m's ServiceMonitor: it selects m's
-// headless Service by its labels, in m's namespace, and scrapes the port
-// named metrics of its endpoints.
-func serviceMonitorSpec(m *v1alpha1.Memcached) map[string]interface{} {
-	matchLabels := map[string]interface{}{}
-	for k, v := range labelsForMemcached(m.Name) {
-		matchLabels[k] = v
-	}
-	return map[string]interface{}{
-		"selector":          map[string]interface{}{"matchLabels": matchLabels},
-		"namespaceSelector": map[string]interface{}{"matchNames": []interface{}{m.Namespace}},
-		"endpoints": []interface{}{map[string]interface{}{
-			"port":     metricsPortName,
-			"interval": serviceMonitorInterval,
-		}},
-	}
-}
-
-// newServiceMonitorForMemcached returns m's ServiceMonitor. client-go 1.11
-// has no type for it, so it is unstructured, with the metadata every child
-// has.
-func newServiceMonitorForMemcached(m *v1alpha1.Memcached) (*unstructured.Unstructured, error) {
-	meta := childMeta(m)
-	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&meta)
-	if err != nil {
-		return nil, err
-	}
-	return &unstructured.Unstructured{Object: map[string]interface{}{
-		"apiVersion": serviceMonitorGVR.GroupVersion().String(),
-		"kind":       "ServiceMonitor",
-		"metadata":   content,
-		"spec":       serviceMonitorSpec(m),
-	}}, nil
+	readFailed:   memcached.ReasonServiceMonitorReadFailed,
+	createFailed: memcached.ReasonServiceMonitorCreateFailed,
+	notOwned:     memcached.ReasonServiceMonitorNotOwned,
 }
 
 // ensureServiceMonitor makes sure that a Memcached with monitoring has its
@@ -81,12 +36,12 @@ func newServiceMonitorForMemcached(m *v1alpha1.Memcached) (*unstructured.Unstruc
 // cache watches a CustomResourceDefinition that may not exist: one GET per
 // reconcile of a Memcached with monitoring, none for the others.
 func (h *Handler) ensureServiceMonitor(m *v1alpha1.Memcached) *failure {
-	if !monitored(m) || !h.client.ServiceMonitorsServed() {
+	if !memcached.Monitored(m) || !h.client.ServiceMonitorsServed() {
 		return nil
 	}
-	want, err := newServiceMonitorForMemcached(m)
+	want, err := memcached.NewServiceMonitor(m)
 	if err != nil {
-		return newFailure(ReasonServiceMonitorCreateFailed, "failed to build servicemonitor %s/%s: %v", m.Namespace, m.Name, err)
+		return newFailure(memcached.ReasonServiceMonitorCreateFailed, "failed to build servicemonitor %s/%s: %v", m.Namespace, m.Name, err)
 	}
 	// get and read are both the API server's: a foreign ServiceMonitor
 	// costs a second GET, as ensureExists confirms what a cache shows.
@@ -115,12 +70,12 @@ func (h *Handler) ensureServiceMonitor(m *v1alpha1.Memcached) *failure {
 	if holds(s.Object["spec"], want.Object["spec"]) {
 		return nil
 	}
-	patch, err := jsonPatchSet(s.GetUID(), map[string]interface{}{"/spec": want.Object["spec"]})
+	patch, err := memcached.JSONPatchSet(s.GetUID(), map[string]interface{}{"/spec": want.Object["spec"]})
 	if err == nil {
 		err = h.client.PatchServiceMonitor(s.GetNamespace(), s.GetName(), s.GetUID(), patch)
 	}
 	if err != nil {
-		return newFailure(ReasonServiceMonitorUpdateFailed, "failed to restore servicemonitor %s/%s: %w", s.GetNamespace(), s.GetName(), err)
+		return newFailure(memcached.ReasonServiceMonitorUpdateFailed, "failed to restore servicemonitor %s/%s: %w", s.GetNamespace(), s.GetName(), err)
 	}
 	h.recorder.Eventf(m, corev1.EventTypeNormal, ReasonServiceMonitorUpdated, "Restored the spec of servicemonitor %s", s.GetName())
 	return nil
@@ -142,7 +97,7 @@ func (h *Handler) removeServiceMonitor(m *v1alpha1.Memcached) *failure {
 		return nil
 	}
 	if err != nil {
-		return newFailure(ReasonServiceMonitorReadFailed, "failed to get servicemonitor %s/%s: %v", m.Namespace, m.Name, err)
+		return newFailure(memcached.ReasonServiceMonitorReadFailed, "failed to get servicemonitor %s/%s: %v", m.Namespace, m.Name, err)
 	}
 	if !metav1.IsControlledBy(s, m) || s.GetDeletionTimestamp() != nil {
 		return nil
@@ -151,7 +106,7 @@ func (h *Handler) removeServiceMonitor(m *v1alpha1.Memcached) *failure {
 		if isGone(err) {
 			return nil
 		}
-		return newFailure(ReasonServiceMonitorDeleteFailed, "failed to delete servicemonitor %s/%s: %v", s.GetNamespace(), s.GetName(), err)
+		return newFailure(memcached.ReasonServiceMonitorDeleteFailed, "failed to delete servicemonitor %s/%s: %v", s.GetNamespace(), s.GetName(), err)
 	}
 	h.recorder.Eventf(m, corev1.EventTypeNormal, ReasonServiceMonitorDeleted, "Deleted servicemonitor %s: monitoring is off", s.GetName())
 	return nil
@@ -186,14 +141,4 @@ func holds(got, want interface{}) bool {
 		return true
 	}
 	return reflect.DeepEqual(got, want)
-}
-
-// hasMetricsPort reports whether s has the metrics port.
-func hasMetricsPort(s *corev1.Service) bool {
-	for _, p := range s.Spec.Ports {
-		if p.Name == metricsPortName {
-			return true
-		}
-	}
-	return false
 }

@@ -5,29 +5,19 @@ import (
 	"testing"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/example-inc/memcached-operator/pkg/memcached"
+	"github.com/example-inc/memcached-operator/pkg/memcached/memcachedtest"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 )
-
-// withMonitoring returns a copy of m with monitoring on or off.
-func withMonitoring(m *v1alpha1.Memcached, on bool) *v1alpha1.Memcached {
-	m = m.DeepCopy()
-	m.Spec.Monitoring = nil
-	if on {
-		m.Spec.Monitoring = &v1alpha1.MemcachedMonitoring{Enabled: true}
-	}
-	return m
-}
 
 // ownedServiceMonitor is m's ServiceMonitor as the operator creates it,
 // changed by edit.
 func ownedServiceMonitor(m *v1alpha1.Memcached, edit func(spec map[string]interface{})) *unstructured.Unstructured {
-	s, err := newServiceMonitorForMemcached(m)
+	s, err := memcached.NewServiceMonitor(m)
 	if err != nil {
 		panic(err)
 	}
@@ -38,44 +28,15 @@ func ownedServiceMonitor(m *v1alpha1.Memcached, edit func(spec map[string]interf
 	return s
 }
 
-// firstEndpoint returns the first endpoint of a ServiceMonitor's spec.
-func firstEndpoint(spec map[string]interface{}) map[string]interface{} {
-	return spec["endpoints"].([]interface{})[0].(map[string]interface{})
-}
-
-func TestServiceMonitorSelectsTheMetricsPortOfTheService(t *testing.T) {
-	m := withMonitoring(newMemcached("example", 2), true)
-	svc := newServiceForMemcached(m)
-	sm, err := newServiceMonitorForMemcached(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	matchLabels, _, _ := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels")
-	if len(matchLabels) == 0 || !labels.SelectorFromSet(matchLabels).Matches(labels.Set(svc.Labels)) {
-		t.Errorf("selector %v does not select the service's labels %v", matchLabels, svc.Labels)
-	}
-	port := firstEndpoint(sm.Object["spec"].(map[string]interface{}))["port"]
-	if !hasMetricsPort(svc) || port != metricsPortName {
-		t.Errorf("endpoint port %v, service ports %+v: want the service's port named %s", port, svc.Spec.Ports, metricsPortName)
-	}
-	if !metav1.IsControlledBy(sm, m) || len(sm.GetOwnerReferences()) != 1 || !*sm.GetOwnerReferences()[0].BlockOwnerDeletion {
-		t.Errorf("owner references %+v, want the memcached as controller, blocking its deletion", sm.GetOwnerReferences())
-	}
-	if sm.GetNamespace() != m.Namespace || sm.GetName() != m.Name || sm.GetKind() != "ServiceMonitor" || sm.GetAPIVersion() != "monitoring.coreos.com/v1" {
-		t.Errorf("got %s %s %s/%s, want monitoring.coreos.com/v1 ServiceMonitor test/example", sm.GetAPIVersion(), sm.GetKind(), sm.GetNamespace(), sm.GetName())
-	}
-}
-
 func TestEnsuresTheServiceMonitor(t *testing.T) {
-	base := newMemcached("example", 1)
-	on, off := withMonitoring(base, true), withMonitoring(base, false)
+	base := memcachedtest.NewMemcached("example", 1)
+	on, off := memcachedtest.WithMonitoring(base, true), memcachedtest.WithMonitoring(base, false)
 	foreign := ownedServiceMonitor(on, nil)
 	foreign.SetOwnerReferences(nil)
 	// A field the API server or a newer CRD defaults is no edit.
-	defaulted := ownedServiceMonitor(on, func(spec map[string]interface{}) { firstEndpoint(spec)["scheme"] = "http" })
-	edited := ownedServiceMonitor(on, func(spec map[string]interface{}) { firstEndpoint(spec)["port"] = "web" })
-	refused := apierrors.NewForbidden(serviceMonitorGVR.GroupResource(), "example", nil)
+	defaulted := ownedServiceMonitor(on, func(spec map[string]interface{}) { memcachedtest.FirstEndpoint(spec)["scheme"] = "http" })
+	edited := ownedServiceMonitor(on, func(spec map[string]interface{}) { memcachedtest.FirstEndpoint(spec)["port"] = "web" })
+	refused := apierrors.NewForbidden(memcached.ServiceMonitorGVR.GroupResource(), "example", nil)
 	tests := []struct {
 		name   string
 		m      *v1alpha1.Memcached
@@ -101,86 +62,86 @@ func TestEnsuresTheServiceMonitor(t *testing.T) {
 			name: "created when enabled and served", m: on, served: true, metricsPort: true,
 			wantActions:  []string{"read servicemonitor test/example", "create servicemonitor test/example"},
 			wantEvents:   []string{"Normal " + ReasonServiceMonitorCreated},
-			wantDegraded: ReasonAsExpected, wantSM: ownedServiceMonitor(on, nil),
+			wantDegraded: memcached.ReasonAsExpected, wantSM: ownedServiceMonitor(on, nil),
 		},
 		{
 			name: "nothing and no error when the API is not served", m: on, metricsPort: true,
-			wantDegraded: ReasonAsExpected,
+			wantDegraded: memcached.ReasonAsExpected,
 		},
 		{
 			name: "in sync costs one read", m: on, served: true, metricsPort: true, sm: defaulted,
 			wantActions:  []string{"read servicemonitor test/example"},
-			wantDegraded: ReasonAsExpected, wantSM: defaulted,
+			wantDegraded: memcached.ReasonAsExpected, wantSM: defaulted,
 		},
 		{
 			name: "restored when edited", m: on, served: true, metricsPort: true, sm: edited,
 			wantActions:  []string{"read servicemonitor test/example", "patch servicemonitor test/example"},
 			wantEvents:   []string{"Normal " + ReasonServiceMonitorUpdated},
-			wantDegraded: ReasonAsExpected, wantSM: ownedServiceMonitor(on, nil),
+			wantDegraded: memcached.ReasonAsExpected, wantSM: ownedServiceMonitor(on, nil),
 		},
 		{
 			name: "someone else's is left alone", m: on, served: true, metricsPort: true, sm: foreign,
 			// ensureExists confirms a foreign object with a second read.
 			wantActions:  []string{"read servicemonitor test/example", "read servicemonitor test/example"},
 			wantErr:      "servicemonitor test/example already exists and is not controlled by memcached example",
-			wantEvents:   []string{"Warning " + ReasonServiceMonitorNotOwned},
-			wantDegraded: ReasonServiceMonitorNotOwned, wantSM: foreign,
+			wantEvents:   []string{"Warning " + memcached.ReasonServiceMonitorNotOwned},
+			wantDegraded: memcached.ReasonServiceMonitorNotOwned, wantSM: foreign,
 		},
 		{
 			name: "create refused", m: on, served: true, metricsPort: true, failOn: "create servicemonitor",
 			wantActions:  []string{"read servicemonitor test/example", "create servicemonitor test/example"},
 			wantErr:      "failed to create servicemonitor test/example",
-			wantEvents:   []string{"Warning " + ReasonServiceMonitorCreateFailed},
-			wantDegraded: ReasonServiceMonitorCreateFailed,
+			wantEvents:   []string{"Warning " + memcached.ReasonServiceMonitorCreateFailed},
+			wantDegraded: memcached.ReasonServiceMonitorCreateFailed,
 		},
 		{
 			name: "no error when the CRD went since discovery said it was served", m: on, served: true, metricsPort: true,
-			failOn: "create servicemonitor", failWith: apierrors.NewNotFound(serviceMonitorGVR.GroupResource(), ""),
+			failOn: "create servicemonitor", failWith: apierrors.NewNotFound(memcached.ServiceMonitorGVR.GroupResource(), ""),
 			wantActions:  []string{"read servicemonitor test/example", "create servicemonitor test/example"},
-			wantDegraded: ReasonAsExpected,
+			wantDegraded: memcached.ReasonAsExpected,
 		},
 		{
 			name: "read refused", m: on, served: true, metricsPort: true, failOn: "read servicemonitor",
 			wantActions:  []string{"read servicemonitor test/example"},
 			wantErr:      "failed to get servicemonitor test/example",
-			wantEvents:   []string{"Warning " + ReasonServiceMonitorReadFailed},
-			wantDegraded: ReasonServiceMonitorReadFailed,
+			wantEvents:   []string{"Warning " + memcached.ReasonServiceMonitorReadFailed},
+			wantDegraded: memcached.ReasonServiceMonitorReadFailed,
 		},
 		{
 			name: "deleted when monitoring is turned off, before the metrics port", m: off, served: true, metricsPort: true, sm: ownedServiceMonitor(on, nil),
 			wantActions:  []string{"read servicemonitor test/example", "delete servicemonitor test/example", "patch service test/example"},
 			wantEvents:   []string{"Normal " + ReasonServiceMonitorDeleted, "Normal " + ReasonServiceUpdated},
-			wantDegraded: ReasonAsExpected,
+			wantDegraded: memcached.ReasonAsExpected,
 		},
 		{
 			name: "a refused delete keeps the metrics port, which brings the retry", m: off, served: true, metricsPort: true, sm: ownedServiceMonitor(on, nil), failOn: "delete servicemonitor",
 			wantActions:  []string{"read servicemonitor test/example", "delete servicemonitor test/example"},
 			wantErr:      "failed to delete servicemonitor test/example",
-			wantEvents:   []string{"Warning " + ReasonServiceMonitorDeleteFailed},
-			wantDegraded: ReasonServiceMonitorDeleteFailed, wantSM: ownedServiceMonitor(on, nil),
+			wantEvents:   []string{"Warning " + memcached.ReasonServiceMonitorDeleteFailed},
+			wantDegraded: memcached.ReasonServiceMonitorDeleteFailed, wantSM: ownedServiceMonitor(on, nil),
 		},
 		{
 			name: "someone else's is not deleted", m: off, served: true, metricsPort: true, sm: foreign,
 			wantActions:  []string{"read servicemonitor test/example", "patch service test/example"},
 			wantEvents:   []string{"Normal " + ReasonServiceUpdated},
-			wantDegraded: ReasonAsExpected, wantSM: foreign,
+			wantDegraded: memcached.ReasonAsExpected, wantSM: foreign,
 		},
 		{
 			name: "monitoring off while the API is not served", m: off, metricsPort: true,
 			wantActions:  []string{"patch service test/example"},
 			wantEvents:   []string{"Normal " + ReasonServiceUpdated},
-			wantDegraded: ReasonAsExpected,
+			wantDegraded: memcached.ReasonAsExpected,
 		},
 		{
 			name: "a memcached without monitoring costs no request", m: off, served: true,
-			wantDegraded: ReasonAsExpected,
+			wantDegraded: memcached.ReasonAsExpected,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			objs := []runtime.Object{
-				tt.m, ownedDeployment(tt.m, 1), ownedService(withMonitoring(tt.m, tt.metricsPort)),
-				newPod(tt.m, "example-a", corev1.PodRunning, true),
+				tt.m, memcachedtest.OwnedDeployment(tt.m, 1), memcachedtest.OwnedService(memcachedtest.WithMonitoring(tt.m, tt.metricsPort)),
+				memcachedtest.NewPod(tt.m, "example-a", corev1.PodRunning, true),
 			}
 			if tt.sm != nil {
 				objs = append(objs, tt.sm)
@@ -218,7 +179,7 @@ func TestEnsuresTheServiceMonitor(t *testing.T) {
 				t.Fatal("no status written")
 			}
 			status := f.client.statuses[len(f.client.statuses)-1]
-			if c := findCondition(status.Conditions, v1alpha1.MemcachedDegraded); c == nil || c.Reason != tt.wantDegraded {
+			if c := memcached.FindCondition(status.Conditions, v1alpha1.MemcachedDegraded); c == nil || c.Reason != tt.wantDegraded {
 				t.Errorf("Degraded: got %+v, want reason %s", c, tt.wantDegraded)
 			}
 			got := f.client.serviceMonitors["test/example"]
@@ -229,7 +190,7 @@ func TestEnsuresTheServiceMonitor(t *testing.T) {
 				!equality.Semantic.DeepEqual(got.GetOwnerReferences(), tt.wantSM.GetOwnerReferences())):
 				t.Errorf("servicemonitor: got %v, want %v", got, tt.wantSM.Object)
 			}
-			if s := f.client.services["test/example"]; hasMetricsPort(s) != (monitored(tt.m) || err != nil && tt.metricsPort) {
+			if s := f.client.services["test/example"]; memcached.HasMetricsPort(s) != (memcached.Monitored(tt.m) || err != nil && tt.metricsPort) {
 				t.Errorf("service ports %+v: want the metrics port only with monitoring, or until a failed step is retried", s.Spec.Ports)
 			}
 		})

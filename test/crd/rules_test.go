@@ -1,7 +1,7 @@
 // Package crd checks deploy/crd.yaml offline, with the API server's own
 // validation code: that its CEL rules fit the API server's cost budget,
 // and that they refuse and accept what the operator's Go check
-// (pkg/stub/spec.go) does. TestBadInput checks the same against a real API
+// (pkg/memcached/spec.go) does. TestBadInput checks the same against a real API
 // server, slower.
 package crd
 
@@ -61,7 +61,7 @@ func TestCRDIsValid(t *testing.T) {
 
 // TestRules feeds specs to the CRD's CEL rules. want is a fragment of the
 // refusal, "" for a spec the rules accept. Each case is one of
-// TestValidateSpec's in pkg/stub, so the CRD and the operator's check agree.
+// TestValidateSpec's in pkg/memcached, so the CRD and the operator's check agree.
 func TestRules(t *testing.T) {
 	crd := loadCRD(t)
 	schema, err := structuralschema.NewStructural(crd.Spec.Validation.OpenAPIV3Schema)

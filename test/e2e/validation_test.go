@@ -437,7 +437,7 @@ func (ns *namespace) exists(kind, name string) bool {
 
 // TestSpecStoredBeforeTheRules: a Memcached stored while the CRD did not
 // yet have today's rules on the spec, as after an upgrade of the CRD, is
-// not served. The operator's own check (validateSpec) makes it
+// not served. The operator's own check (memcached.ValidateSpec) makes it
 // Degraded=True InvalidSpec with a Warning Event and creates no
 // Deployment; the API server still takes that status, since the spec it
 // would now refuse is unchanged; and once the spec is fixed the Memcached

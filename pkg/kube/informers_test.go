@@ -1,4 +1,4 @@
-package stub
+package kube
 
 import (
 	"reflect"
@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/example-inc/memcached-operator/pkg/memcached"
+	"github.com/example-inc/memcached-operator/pkg/memcached/memcachedtest"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,18 +17,18 @@ import (
 )
 
 func TestTrimmedPodsGiveTheSameStatus(t *testing.T) {
-	m := newMemcached("example", 3)
-	exited := memcachedExit
-	unschedulable := newPod(m, "example-e", corev1.PodPending, false)
+	m := memcachedtest.NewMemcached("example", 3)
+	exited := memcachedtest.MemcachedExit
+	unschedulable := memcachedtest.NewPod(m, "example-e", corev1.PodPending, false)
 	unschedulable.Status.Conditions = append(unschedulable.Status.Conditions, corev1.PodCondition{
 		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
-		Message: "0/3 nodes are available: 3 Insufficient memory.", LastTransitionTime: testNow,
+		Message: "0/3 nodes are available: 3 Insufficient memory.", LastTransitionTime: memcachedtest.Now,
 	})
 	full := []*corev1.Pod{
-		newPod(m, "example-a", corev1.PodRunning, true),
-		withContainers(newPod(m, "example-b", corev1.PodRunning, false), crashLooping("example-b", "10s", 1)),
-		withContainers(newPod(m, "example-c", corev1.PodPending, false), waiting("memcached", "ErrImagePull", "pull access denied")),
-		withContainers(newPod(m, "example-d", corev1.PodRunning, false), corev1.ContainerStatus{
+		memcachedtest.NewPod(m, "example-a", corev1.PodRunning, true),
+		memcachedtest.WithContainers(memcachedtest.NewPod(m, "example-b", corev1.PodRunning, false), memcachedtest.CrashLooping("example-b", "10s", 1)),
+		memcachedtest.WithContainers(memcachedtest.NewPod(m, "example-c", corev1.PodPending, false), memcachedtest.Waiting("memcached", "ErrImagePull", "pull access denied")),
+		memcachedtest.WithContainers(memcachedtest.NewPod(m, "example-d", corev1.PodRunning, false), corev1.ContainerStatus{
 			Name: "memcached", State: corev1.ContainerState{Terminated: &exited},
 		}),
 		unschedulable,
@@ -34,17 +36,17 @@ func TestTrimmedPodsGiveTheSameStatus(t *testing.T) {
 	for _, p := range full {
 		p.GenerateName = "example-5d8f7c9b4-"
 		p.OwnerReferences = []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "example-5d8f7c9b4"}}
-		p.Annotations = map[string]string{"kubectl.kubernetes.io/restartedAt": "now", templateHashAnnotation: "old"}
-		p.Spec = memcachedPodSpec(m, testImage, testSidecarImage)
-		p.Status.PodIP, p.Status.HostIP, p.Status.QOSClass, p.Status.StartTime = "198.18.64.7", "198.18.0.1", corev1.PodQOSBurstable, &testNow
+		p.Annotations = map[string]string{"kubectl.kubernetes.io/restartedAt": "now", memcached.TemplateHashAnnotation: "old"}
+		p.Spec = memcached.PodSpec(m, memcachedtest.Image, memcachedtest.SidecarImage)
+		p.Status.PodIP, p.Status.HostIP, p.Status.QOSClass, p.Status.StartTime = "198.18.64.7", "198.18.0.1", corev1.PodQOSBurstable, &memcachedtest.Now
 		p.Status.Conditions = append(p.Status.Conditions,
-			corev1.PodCondition{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: testNow},
-			corev1.PodCondition{Type: corev1.ContainersReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady", LastTransitionTime: testNow})
+			corev1.PodCondition{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: memcachedtest.Now},
+			corev1.PodCondition{Type: corev1.ContainersReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady", LastTransitionTime: memcachedtest.Now})
 		for i := range p.Status.ContainerStatuses {
 			c := &p.Status.ContainerStatuses[i]
-			c.Image, c.ImageID, c.ContainerID, c.RestartCount = testImage, "sha256:0123", "containerd://4567", 3
+			c.Image, c.ImageID, c.ContainerID, c.RestartCount = memcachedtest.Image, "sha256:0123", "containerd://4567", 3
 			if c.LastTerminationState.Terminated != nil {
-				c.LastTerminationState.Terminated.FinishedAt = testNow
+				c.LastTerminationState.Terminated.FinishedAt = memcachedtest.Now
 			}
 		}
 	}
@@ -55,9 +57,9 @@ func TestTrimmedPodsGiveTheSameStatus(t *testing.T) {
 		trimmed = append(trimmed, c)
 	}
 
-	current := manifestHash(t, m, testImage)
+	current := memcachedtest.ManifestHash(t, m, memcachedtest.Image)
 	status := func(pods ...*corev1.Pod) v1alpha1.MemcachedStatus {
-		return computeStatus(m, observation{pods: pods, templateHash: current}, testNow)
+		return memcached.ComputeStatus(m, memcached.Observation{Pods: pods, TemplateHash: current}, memcachedtest.Now)
 	}
 	if got, want := status(trimmed...), status(full...); !reflect.DeepEqual(got, want) {
 		t.Errorf("status from trimmed pods:\n got %+v\nwant %+v", got, want)
@@ -69,29 +71,29 @@ func TestTrimmedPodsGiveTheSameStatus(t *testing.T) {
 			t.Errorf("status from trimmed pod %s:\n got %+v\nwant %+v", full[i].Name, got, want)
 		}
 	}
-	if !reflect.DeepEqual(trimmed[0].Spec, corev1.PodSpec{}) || !reflect.DeepEqual(trimmed[0].Annotations, map[string]string{templateHashAnnotation: "old"}) {
+	if !reflect.DeepEqual(trimmed[0].Spec, corev1.PodSpec{}) || !reflect.DeepEqual(trimmed[0].Annotations, map[string]string{memcached.TemplateHashAnnotation: "old"}) {
 		t.Errorf("trimmed pod holds more than the template hash of its spec and annotations: %+v", trimmed[0])
 	}
 }
 
 func TestTrimmedDeploymentKeepsWhatTheReconcileReads(t *testing.T) {
-	m := newMemcached("example", 3)
-	d := ownedDeployment(m, 2)
+	m := memcachedtest.NewMemcached("example", 3)
+	d := memcachedtest.OwnedDeployment(m, 2)
 	d.Annotations = map[string]string{"deployment.kubernetes.io/revision": "1"}
 	d.Status.ReadyReplicas = 2
 	d.Status.ObservedGeneration = 4
-	d.Status.Conditions = fullDeploymentConditions(replicaFailure(quotaRefusal), deadlineExceeded)
+	d.Status.Conditions = fullDeploymentConditions(memcachedtest.ReplicaFailure(memcachedtest.QuotaRefusal), memcachedtest.DeadlineExceeded)
 
 	trimDeployment(d)
 
-	if !metav1.IsControlledBy(d, m) || *d.Spec.Replicas != 2 || d.Name != "example" || d.Labels[crLabel] != "example" ||
-		d.Spec.ProgressDeadlineSeconds == nil || *d.Spec.ProgressDeadlineSeconds != progressDeadlineSeconds {
+	if !metav1.IsControlledBy(d, m) || *d.Spec.Replicas != 2 || d.Name != "example" || d.Labels[memcached.CRLabel] != "example" ||
+		d.Spec.ProgressDeadlineSeconds == nil || *d.Spec.ProgressDeadlineSeconds != memcached.ProgressDeadlineSeconds {
 		t.Errorf("trimmed deployment lost what the reconcile reads: %+v", d)
 	}
-	if templateOf(d) != manifestHash(t, m, testImage) {
+	if memcached.TemplateOf(d) != memcachedtest.ManifestHash(t, m, memcachedtest.Image) {
 		t.Errorf("trimmed deployment lost its template hash: %+v", d.Spec.Template.ObjectMeta)
 	}
-	if want := []appsv1.DeploymentCondition{replicaFailure(quotaRefusal), deadlineExceeded}; !reflect.DeepEqual(d.Status.Conditions, want) {
+	if want := []appsv1.DeploymentCondition{memcachedtest.ReplicaFailure(memcachedtest.QuotaRefusal), memcachedtest.DeadlineExceeded}; !reflect.DeepEqual(d.Status.Conditions, want) {
 		t.Errorf("trimmed conditions:\n got %+v\nwant %+v", d.Status.Conditions, want)
 	}
 	if len(d.Spec.Template.Spec.Containers) != 0 || d.Status.ReadyReplicas != 0 || d.Status.ObservedGeneration != 0 || d.Annotations != nil {
@@ -105,7 +107,7 @@ func TestTrimmedDeploymentKeepsWhatTheReconcileReads(t *testing.T) {
 func fullDeploymentConditions(stuck ...appsv1.DeploymentCondition) []appsv1.DeploymentCondition {
 	conditions := []appsv1.DeploymentCondition{{
 		Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable",
-		Message: "Deployment has minimum availability.", LastUpdateTime: testNow, LastTransitionTime: testNow,
+		Message: "Deployment has minimum availability.", LastUpdateTime: memcachedtest.Now, LastTransitionTime: memcachedtest.Now,
 	}}
 	progressing := appsv1.DeploymentCondition{
 		Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "ReplicaSetUpdated",
@@ -116,35 +118,35 @@ func fullDeploymentConditions(stuck ...appsv1.DeploymentCondition) []appsv1.Depl
 			progressing = c
 			continue
 		}
-		c.LastUpdateTime, c.LastTransitionTime = testNow, testNow
+		c.LastUpdateTime, c.LastTransitionTime = memcachedtest.Now, memcachedtest.Now
 		conditions = append(conditions, c)
 	}
-	progressing.LastUpdateTime, progressing.LastTransitionTime = testNow, testNow
+	progressing.LastUpdateTime, progressing.LastTransitionTime = memcachedtest.Now, memcachedtest.Now
 	return append(conditions, progressing)
 }
 
 func TestTrimmedDeploymentGivesTheSameStatus(t *testing.T) {
-	m := newMemcached("example", 2)
-	old := newPod(m, "example-a", corev1.PodRunning, true)
-	old.Annotations = map[string]string{templateHashAnnotation: "older"}
-	pods := []*corev1.Pod{old, newPod(m, "example-b", corev1.PodRunning, true), newPod(m, "example-c", corev1.PodPending, false)}
+	m := memcachedtest.NewMemcached("example", 2)
+	old := memcachedtest.NewPod(m, "example-a", corev1.PodRunning, true)
+	old.Annotations = map[string]string{memcached.TemplateHashAnnotation: "older"}
+	pods := []*corev1.Pod{old, memcachedtest.NewPod(m, "example-b", corev1.PodRunning, true), memcachedtest.NewPod(m, "example-c", corev1.PodPending, false)}
 	tests := []struct {
 		name  string
 		stuck []appsv1.DeploymentCondition
 	}{
 		{name: "rolling"},
-		{name: "pods cannot be created", stuck: []appsv1.DeploymentCondition{replicaFailure(quotaRefusal)}},
-		{name: "past the deadline", stuck: []appsv1.DeploymentCondition{deadlineExceeded}},
-		{name: "both", stuck: []appsv1.DeploymentCondition{replicaFailure(priorityClassRefusal), deadlineExceeded}},
+		{name: "pods cannot be created", stuck: []appsv1.DeploymentCondition{memcachedtest.ReplicaFailure(memcachedtest.QuotaRefusal)}},
+		{name: "past the deadline", stuck: []appsv1.DeploymentCondition{memcachedtest.DeadlineExceeded}},
+		{name: "both", stuck: []appsv1.DeploymentCondition{memcachedtest.ReplicaFailure(memcachedtest.PriorityClassRefusal), memcachedtest.DeadlineExceeded}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			full := ownedDeployment(m, 2)
+			full := memcachedtest.OwnedDeployment(m, 2)
 			full.Status.Conditions = fullDeploymentConditions(tt.stuck...)
 			trimmed := full.DeepCopy()
 			trimDeployment(trimmed)
 			status := func(d *appsv1.Deployment) v1alpha1.MemcachedStatus {
-				return computeStatus(m, observation{pods: pods, templateHash: currentHash(m), deploymentConditions: d.Status.Conditions}, testNow)
+				return memcached.ComputeStatus(m, memcached.Observation{Pods: pods, TemplateHash: memcachedtest.CurrentHash(m), DeploymentConditions: d.Status.Conditions}, memcachedtest.Now)
 			}
 
 			if got, want := status(trimmed), status(full); !reflect.DeepEqual(got, want) {
@@ -155,8 +157,8 @@ func TestTrimmedDeploymentGivesTheSameStatus(t *testing.T) {
 }
 
 func TestDeploymentChanged(t *testing.T) {
-	m := newMemcached("example", 2)
-	base := ownedDeployment(m, 2)
+	m := memcachedtest.NewMemcached("example", 2)
+	base := memcachedtest.OwnedDeployment(m, 2)
 	base.Generation = 1
 	base.Status.Conditions = fullDeploymentConditions()
 	tests := []struct {
@@ -171,9 +173,11 @@ func TestDeploymentChanged(t *testing.T) {
 		}, want: false},
 		{name: "spec (generation)", change: func(d *appsv1.Deployment) { d.Generation = 2 }, want: true},
 		{name: "pods cannot be created", change: func(d *appsv1.Deployment) {
-			d.Status.Conditions = fullDeploymentConditions(replicaFailure(quotaRefusal))
+			d.Status.Conditions = fullDeploymentConditions(memcachedtest.ReplicaFailure(memcachedtest.QuotaRefusal))
 		}, want: true},
-		{name: "past the deadline", change: func(d *appsv1.Deployment) { d.Status.Conditions = fullDeploymentConditions(deadlineExceeded) }, want: true},
+		{name: "past the deadline", change: func(d *appsv1.Deployment) {
+			d.Status.Conditions = fullDeploymentConditions(memcachedtest.DeadlineExceeded)
+		}, want: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -192,18 +196,18 @@ func TestDeploymentChanged(t *testing.T) {
 }
 
 func TestTrimmedServiceAndBudgetKeepWhatTheReconcileCompares(t *testing.T) {
-	m := newMemcached("example", 3)
-	s := newServiceForMemcached(m)
+	m := memcachedtest.NewMemcached("example", 3)
+	s := memcached.NewService(m)
 	s.Annotations = map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{}"}
 	s.Spec.SessionAffinity = corev1.ServiceAffinityNone
-	want := newServiceForMemcached(m)
+	want := memcached.NewService(m)
 	trimService(s)
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("trimmed service:\n got %+v\nwant %+v", s, want)
 	}
-	p := newPodDisruptionBudgetForMemcached(m)
+	p := memcached.NewPodDisruptionBudget(m)
 	p.Status.CurrentHealthy = 3
-	wantPDB := newPodDisruptionBudgetForMemcached(m)
+	wantPDB := memcached.NewPodDisruptionBudget(m)
 	trimPodDisruptionBudget(p)
 	if !reflect.DeepEqual(p, wantPDB) {
 		t.Errorf("trimmed budget:\n got %+v\nwant %+v", p, wantPDB)
@@ -211,8 +215,8 @@ func TestTrimmedServiceAndBudgetKeepWhatTheReconcileCompares(t *testing.T) {
 }
 
 func TestSpecChanged(t *testing.T) {
-	m := newMemcached("example", 2)
-	base := ownedDeployment(m, 2)
+	m := memcachedtest.NewMemcached("example", 2)
+	base := memcachedtest.OwnedDeployment(m, 2)
 	base.Generation = 1
 	now := metav1.Now()
 	tests := []struct {
@@ -241,8 +245,8 @@ func TestSpecChanged(t *testing.T) {
 }
 
 func TestPodChanged(t *testing.T) {
-	m := newMemcached("example", 2)
-	base := newPod(m, "example-a", corev1.PodPending, false)
+	m := memcachedtest.NewMemcached("example", 2)
+	base := memcachedtest.NewPod(m, "example-a", corev1.PodPending, false)
 	base.ResourceVersion = "1"
 	tests := []struct {
 		name   string
@@ -253,13 +257,13 @@ func TestPodChanged(t *testing.T) {
 		{name: "scheduled", change: func(p *corev1.Pod) {
 			p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue})
 		}, want: false},
-		{name: "started", change: func(p *corev1.Pod) { p.Status.StartTime, p.Status.PodIP = &testNow, "198.18.64.7" }, want: false},
+		{name: "started", change: func(p *corev1.Pod) { p.Status.StartTime, p.Status.PodIP = &memcachedtest.Now, "198.18.64.7" }, want: false},
 		{name: "running", change: func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning }, want: true},
 		{name: "ready", change: func(p *corev1.Pod) { p.Status.Conditions[0].Status = corev1.ConditionTrue }, want: true},
 		{name: "failing", change: func(p *corev1.Pod) {
-			p.Status.ContainerStatuses = []corev1.ContainerStatus{waiting("memcached", "ErrImagePull", "pull access denied")}
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{memcachedtest.Waiting("memcached", "ErrImagePull", "pull access denied")}
 		}, want: true},
-		{name: "being deleted", change: func(p *corev1.Pod) { p.DeletionTimestamp = &testNow }, want: true},
+		{name: "being deleted", change: func(p *corev1.Pod) { p.DeletionTimestamp = &memcachedtest.Now }, want: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -282,8 +286,8 @@ func TestPodChanged(t *testing.T) {
 }
 
 func TestTrimmedListWatchTrimsListsAndEvents(t *testing.T) {
-	m := newMemcached("example", 1)
-	kube := kubefake.NewSimpleClientset(newPod(m, "example-a", corev1.PodRunning, true))
+	m := memcachedtest.NewMemcached("example", 1)
+	kube := kubefake.NewSimpleClientset(memcachedtest.NewPod(m, "example-a", corev1.PodRunning, true))
 	pods := kube.CoreV1().Pods("test")
 	// The API server decodes a new object for every event; the fake
 	// clientset's watch would share its objects with its tracker.
@@ -312,7 +316,7 @@ func TestTrimmedListWatchTrimsListsAndEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	go events.Add(newPod(m, "example-b", corev1.PodPending, false))
+	go events.Add(memcachedtest.NewPod(m, "example-b", corev1.PodPending, false))
 	select {
 	case e := <-w.ResultChan():
 		if p := e.Object.(*corev1.Pod); p.Name != "example-b" || p.Annotations["trimmed"] != "yes" {
@@ -323,5 +327,17 @@ func TestTrimmedListWatchTrimsListsAndEvents(t *testing.T) {
 	}
 	if !reflect.DeepEqual(selectors, []string{"app=memcached", "app=memcached"}) {
 		t.Errorf("selectors: got %q, want the list and the watch to select app=memcached", selectors)
+	}
+}
+func TestTrimDeploymentKeepsTheRollRecord(t *testing.T) {
+	d := memcachedtest.PacedDeployment(memcachedtest.NewMemcached("example", 2), 2)
+	d.Spec.Template.Annotations["other"] = "x"
+	want := map[string]string{}
+	for _, k := range []string{memcached.TemplateHashAnnotation, memcached.SpecHashAnnotation, memcached.PacedRollAnnotation} {
+		want[k] = d.Spec.Template.Annotations[k]
+	}
+	trimDeployment(d)
+	if got := d.Spec.Template.Annotations; !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
 	}
 }

@@ -1,4 +1,4 @@
-package stub
+package memcached
 
 import (
 	"fmt"
@@ -24,7 +24,7 @@ const (
 	// ReasonDeploymentNotOwned is the reason, on the Warning Event and on the
 	// Available and Degraded conditions, used when a Deployment with the
 	// Memcached's name exists but another owner controls it. Like the reasons
-	// of failure.go, its Event is recorded when the condition starts.
+	// of reasons.go, its Event is recorded when the condition starts.
 	ReasonDeploymentNotOwned = "DeploymentNotOwned"
 	// ReasonAllReplicasReady is the reason of an Available condition that is
 	// True: at least spec.size pods are Ready, which a size of 0 always is.
@@ -54,27 +54,27 @@ const (
 // that keeps exiting, while it waits to restart it.
 const reasonCrashLoopBackOff = "CrashLoopBackOff"
 
-// observation is what the status is computed from besides the Memcached.
-type observation struct {
-	// pods are the pods the Memcached's label selector matches.
-	pods []*corev1.Pod
-	// templateHash is the hash of the pod template the spec asks for (see
-	// templateHashAnnotation); "" when it is unknown, and then no pod
+// Observation is what the status is computed from besides the Memcached.
+type Observation struct {
+	// Pods are the pods the Memcached's label selector matches.
+	Pods []*corev1.Pod
+	// TemplateHash is the hash of the pod template the spec asks for (see
+	// TemplateHashAnnotation); "" when it is unknown, and then no pod
 	// counts as one of an older template.
-	templateHash string
-	// serviceName is the name of the Memcached's own Service, "" without one.
-	serviceName string
-	// deploymentConditions are the conditions of the Memcached's own
+	TemplateHash string
+	// ServiceName is the name of the Memcached's own Service, "" without one.
+	ServiceName string
+	// DeploymentConditions are the conditions of the Memcached's own
 	// Deployment that tell a stuck rollout, as the cache keeps them (see
-	// trimDeployment): ReplicaFailure when the ReplicaSet controller
+	// the kube package's trimDeployment): ReplicaFailure when the ReplicaSet controller
 	// cannot create or delete pods, and Progressing when it is False.
-	deploymentConditions []appsv1.DeploymentCondition
-	// rollPending, when set, says why the Deployment waits for a roll slot
-	// (see rolls.go); templateHash is then the Deployment's own.
-	rollPending string
+	DeploymentConditions []appsv1.DeploymentCondition
+	// RollPending, when set, says why the Deployment waits for a roll slot
+	// (see pkg/stub's rolls.go); TemplateHash is then the Deployment's own.
+	RollPending string
 }
 
-// rollout is what the pods of an observation say about the rollout of the
+// rollout is what the pods of an Observation say about the rollout of the
 // current pod template to spec.size Ready pods.
 type rollout struct {
 	// live are the pods that are not going away, sorted by name.
@@ -89,12 +89,12 @@ type rollout struct {
 }
 
 // rolloutOf returns the rollout of m's pods in o.
-func rolloutOf(m *v1alpha1.Memcached, o observation) rollout {
-	live := livePods(o.pods)
+func rolloutOf(m *v1alpha1.Memcached, o Observation) rollout {
+	live := livePods(o.Pods)
 	sort.Slice(live, func(i, j int) bool { return live[i].Name < live[j].Name })
 	r := rollout{live: live, ready: countReady(live)}
 	for _, p := range live {
-		if isOutdated(p, o.templateHash) {
+		if isOutdated(p, o.TemplateHash) {
 			r.outdated++
 		}
 	}
@@ -105,7 +105,7 @@ func rolloutOf(m *v1alpha1.Memcached, o observation) rollout {
 // isOutdated reports whether p runs a pod template older than the one of
 // hash; with hash "", unknown, no pod does.
 func isOutdated(p *corev1.Pod, hash string) bool {
-	return hash != "" && p.Annotations[templateHashAnnotation] != hash
+	return hash != "" && p.Annotations[TemplateHashAnnotation] != hash
 }
 
 // stuck returns why m's pods cannot get to spec.size Ready pods of the
@@ -121,12 +121,12 @@ func isOutdated(p *corev1.Pod, hash string) bool {
 //     Available;
 //   - the Deployment's Progressing condition False with reason
 //     ProgressDeadlineExceeded, unless the pods show the rollout complete.
-func stuck(m *v1alpha1.Memcached, o observation, r rollout) (reason, message string, ok bool) {
+func stuck(m *v1alpha1.Memcached, o Observation, r rollout) (reason, message string, ok bool) {
 	if c := deploymentCondition(o, appsv1.DeploymentReplicaFailure, corev1.ConditionTrue); c != nil {
 		return c.Reason, c.Message, true
 	}
 	for _, p := range r.live {
-		if r.ready >= m.Spec.Size && (r.outdated == 0 || isOutdated(p, o.templateHash)) {
+		if r.ready >= m.Spec.Size && (r.outdated == 0 || isOutdated(p, o.TemplateHash)) {
 			continue
 		}
 		if reason, message, failed := podFailed(p); failed {
@@ -141,54 +141,54 @@ func stuck(m *v1alpha1.Memcached, o observation, r rollout) (reason, message str
 
 // deploymentCondition returns o's Deployment condition of type typ when it
 // has status, or nil.
-func deploymentCondition(o observation, typ appsv1.DeploymentConditionType, status corev1.ConditionStatus) *appsv1.DeploymentCondition {
-	for i := range o.deploymentConditions {
-		if c := &o.deploymentConditions[i]; c.Type == typ && c.Status == status {
+func deploymentCondition(o Observation, typ appsv1.DeploymentConditionType, status corev1.ConditionStatus) *appsv1.DeploymentCondition {
+	for i := range o.DeploymentConditions {
+		if c := &o.DeploymentConditions[i]; c.Type == typ && c.Status == status {
 			return c
 		}
 	}
 	return nil
 }
 
-// computeStatus returns the status m should have when its Deployment is its
+// ComputeStatus returns the status m should have when its Deployment is its
 // own and o holds its pods. The result depends only on its inputs, so
 // comparing it with m.Status tells whether a write is needed.
-func computeStatus(m *v1alpha1.Memcached, o observation, now metav1.Time) v1alpha1.MemcachedStatus {
-	return observedStatus(m, o, now, availableCondition(m, o.pods), progressingCondition(m, o), degradedCondition(m, o))
+func ComputeStatus(m *v1alpha1.Memcached, o Observation, now metav1.Time) v1alpha1.MemcachedStatus {
+	return observedStatus(m, o, now, availableCondition(m, o.Pods), progressingCondition(m, o), degradedCondition(m, o))
 }
 
-// notOwnedStatus returns the status m should have while a Deployment that
+// NotOwnedStatus returns the status m should have while a Deployment that
 // another owner controls holds its name. It lists no pods, because none of
 // them are m's, and both conditions carry reason DeploymentNotOwned and msg,
 // whatever the pods are doing.
-func notOwnedStatus(m *v1alpha1.Memcached, msg string, now metav1.Time) v1alpha1.MemcachedStatus {
-	return observedStatus(m, observation{}, now,
+func NotOwnedStatus(m *v1alpha1.Memcached, msg string, now metav1.Time) v1alpha1.MemcachedStatus {
+	return observedStatus(m, Observation{}, now,
 		newCondition(v1alpha1.MemcachedAvailable, corev1.ConditionFalse, ReasonDeploymentNotOwned, msg),
 		newCondition(v1alpha1.MemcachedProgressing, corev1.ConditionFalse, ReasonDeploymentNotOwned, msg),
 		newCondition(v1alpha1.MemcachedDegraded, corev1.ConditionTrue, ReasonDeploymentNotOwned, msg))
 }
 
-// failedStatus returns the status m should have when a step of its reconcile
-// failed with reason and message: the pods as computeStatus reports them, with
+// FailedStatus returns the status m should have when a step of its reconcile
+// failed with reason and message: the pods as ComputeStatus reports them, with
 // a Degraded condition that is True with that reason and message whatever the
 // pods are doing, because the failure needs a change from outside too.
 // Available and Progressing still follow the pods alone.
-func failedStatus(m *v1alpha1.Memcached, o observation, reason, message string, now metav1.Time) v1alpha1.MemcachedStatus {
-	return observedStatus(m, o, now, availableCondition(m, o.pods), progressingCondition(m, o),
+func FailedStatus(m *v1alpha1.Memcached, o Observation, reason, message string, now metav1.Time) v1alpha1.MemcachedStatus {
+	return observedStatus(m, o, now, availableCondition(m, o.Pods), progressingCondition(m, o),
 		newCondition(v1alpha1.MemcachedDegraded, corev1.ConditionTrue, reason, message))
 }
 
-// unobservedStatus returns the status m should have when its pods could not
+// UnobservedStatus returns the status m should have when its pods could not
 // be listed: the pods and the Available condition as stored, since nothing
 // newer is known, and a Degraded condition that is True with reason and
 // message.
-func unobservedStatus(m *v1alpha1.Memcached, reason, message string, now metav1.Time) v1alpha1.MemcachedStatus {
+func UnobservedStatus(m *v1alpha1.Memcached, reason, message string, now metav1.Time) v1alpha1.MemcachedStatus {
 	status := *m.Status.DeepCopy()
 	if status.Nodes == nil {
 		// The CRD's schema types status.nodes as an array, and null is not one.
 		status.Nodes = []string{}
 	}
-	status.Selector = selectorForMemcached(m.Name).String()
+	status.Selector = Selector(m.Name).String()
 	status.ObservedGeneration = m.Generation
 	status.Conditions = setCondition(status.Conditions, newCondition(v1alpha1.MemcachedDegraded, corev1.ConditionTrue, reason, message), now)
 	return status
@@ -197,19 +197,19 @@ func unobservedStatus(m *v1alpha1.Memcached, reason, message string, now metav1.
 // observedStatus returns m's status with o's live pods and Service and the
 // conditions, set in their order so that the stored list keeps a stable
 // order.
-func observedStatus(m *v1alpha1.Memcached, o observation, now metav1.Time, conditions ...v1alpha1.MemcachedCondition) v1alpha1.MemcachedStatus {
+func observedStatus(m *v1alpha1.Memcached, o Observation, now metav1.Time, conditions ...v1alpha1.MemcachedCondition) v1alpha1.MemcachedStatus {
 	stored := m.Status.Conditions
 	for _, c := range conditions {
 		stored = setCondition(stored, c, now)
 	}
-	live := livePods(o.pods)
+	live := livePods(o.Pods)
 	return v1alpha1.MemcachedStatus{
 		Nodes:              podNames(live),
 		Replicas:           int32(len(live)),
 		ReadyReplicas:      countReady(live),
-		Selector:           selectorForMemcached(m.Name).String(),
+		Selector:           Selector(m.Name).String(),
 		ObservedGeneration: m.Generation,
-		ServiceName:        o.serviceName,
+		ServiceName:        o.ServiceName,
 		Conditions:         stored,
 	}
 }
@@ -227,21 +227,20 @@ func availableCondition(m *v1alpha1.Memcached, pods []*corev1.Pod) v1alpha1.Memc
 	return newCondition(v1alpha1.MemcachedAvailable, corev1.ConditionFalse, ReasonPodsNotReady, readyMessage(ready, m.Spec.Size))
 }
 
-// progressingCondition returns m's Progressing condition when its
-// Deployment is its own and o holds its pods: True with reason RollPending
-// while the roll to the operator's new pod template waits for a slot (see
-// rolls.go); else False with reason Complete once spec.size pods of the
-// current template are all Ready and no other pod is live; False with the
-// Deployment controller's reason and message once it reports
-// ProgressDeadlineExceeded; otherwise True while a live pod runs an
-// older pod template (reason RollingUpdate), else while the number of live
-// pods differs from spec.size (Scaling), else while fewer than spec.size
-// are Ready (PodsStarting). A True condition's message ends with what keeps
-// the pods from getting there, if anything does (see stuck); the Degraded
-// condition gives the detail.
-func progressingCondition(m *v1alpha1.Memcached, o observation) v1alpha1.MemcachedCondition {
-	if o.rollPending != "" {
-		return newCondition(v1alpha1.MemcachedProgressing, corev1.ConditionTrue, ReasonRollPending, o.rollPending)
+// progressingCondition returns m's Progressing condition when its Deployment is
+// its own and o holds its pods: True with reason RollPending while the roll to
+// the operator's new pod template waits for a slot (see pkg/stub's rolls.go);
+// else False with reason Complete once spec.size pods of the current template
+// are all Ready and no other pod is live; False with the Deployment
+// controller's reason and message once it reports ProgressDeadlineExceeded;
+// otherwise True while a live pod runs an older pod template (reason
+// RollingUpdate), else while the number of live pods differs from spec.size
+// (Scaling), else while fewer than spec.size are Ready (PodsStarting). A True
+// condition's message ends with what keeps the pods from getting there, if
+// anything does (see stuck); the Degraded condition gives the detail.
+func progressingCondition(m *v1alpha1.Memcached, o Observation) v1alpha1.MemcachedCondition {
+	if o.RollPending != "" {
+		return newCondition(v1alpha1.MemcachedProgressing, corev1.ConditionTrue, ReasonRollPending, o.RollPending)
 	}
 	r := rolloutOf(m, o)
 	if r.complete {
@@ -266,7 +265,7 @@ func progressingCondition(m *v1alpha1.Memcached, o observation) v1alpha1.Memcach
 }
 
 // degradedCondition returns m's Degraded condition when its Deployment is its
-// own, every reconcile step succeeded (see failedStatus otherwise) and o
+// own, every reconcile step succeeded (see FailedStatus otherwise) and o
 // holds its pods:
 //   - True with the reason and message of stuck, when the pods cannot get to
 //     spec.size Ready pods of the current template without a change from
@@ -275,7 +274,7 @@ func progressingCondition(m *v1alpha1.Memcached, o observation) v1alpha1.Memcach
 //   - otherwise False with reason AsExpected once at least spec.size live
 //     pods are Ready;
 //   - otherwise False with reason PodsStarting.
-func degradedCondition(m *v1alpha1.Memcached, o observation) v1alpha1.MemcachedCondition {
+func degradedCondition(m *v1alpha1.Memcached, o Observation) v1alpha1.MemcachedCondition {
 	r := rolloutOf(m, o)
 	if reason, message, ok := stuck(m, o, r); ok {
 		return newCondition(v1alpha1.MemcachedDegraded, corev1.ConditionTrue, reason, message)
@@ -454,8 +453,8 @@ func setCondition(conditions []v1alpha1.MemcachedCondition, c v1alpha1.Memcached
 	return append(out, c)
 }
 
-// findCondition returns the condition of type typ in conditions, or nil.
-func findCondition(conditions []v1alpha1.MemcachedCondition, typ v1alpha1.MemcachedConditionType) *v1alpha1.MemcachedCondition {
+// FindCondition returns the condition of type typ in conditions, or nil.
+func FindCondition(conditions []v1alpha1.MemcachedCondition, typ v1alpha1.MemcachedConditionType) *v1alpha1.MemcachedCondition {
 	for i := range conditions {
 		if conditions[i].Type == typ {
 			return &conditions[i]

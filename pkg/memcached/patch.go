@@ -1,4 +1,4 @@
-package stub
+package memcached
 
 import (
 	"encoding/json"
@@ -9,17 +9,17 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// jsonPatchSet returns a JSON patch (RFC 6902) that first tests that the
+// JSONPatchSet returns a JSON patch (RFC 6902) that first tests that the
 // object's UID is uid, then sets each path to its value, whole, or removes
 // it where the value is nil. The test makes the API server refuse the whole
 // patch when the object of that name is no longer the one the caller saw,
 // because someone deleted it and created another within the lag of the
-// operator's cache (see errReplaced). It sets with "add", which replaces a
+// operator's cache (see kube.ErrReplaced). It sets with "add", which replaces a
 // member that exists and creates one that does not, unlike "replace"; and,
 // unlike a merge patch, it drops the keys of a map value that the new value
 // leaves out. Paths are applied in sorted order, so equal inputs give equal
 // patches.
-func jsonPatchSet(uid types.UID, values map[string]interface{}) ([]byte, error) {
+func JSONPatchSet(uid types.UID, values map[string]interface{}) ([]byte, error) {
 	paths := make([]string, 0, len(values))
 	for p := range values {
 		paths = append(paths, p)
@@ -37,8 +37,8 @@ func jsonPatchSet(uid types.UID, values map[string]interface{}) ([]byte, error) 
 	return json.Marshal(ops)
 }
 
-// toManifest returns obj as unstructured content to send to the API server.
-func toManifest(obj runtime.Object) (*unstructured.Unstructured, error) {
+// ToManifest returns obj as unstructured content to send to the API server.
+func ToManifest(obj runtime.Object) (*unstructured.Unstructured, error) {
 	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package stub
+package memcached
 
 import (
 	"fmt"
@@ -67,11 +67,11 @@ func derivedCacheMB(limit resource.Quantity) int32 {
 	return int32(mb)
 }
 
-// validateSpec returns why m's spec cannot be served, or nil. The CRD's
+// ValidateSpec returns why m's spec cannot be served, or nil. The CRD's
 // schema refuses all of it already; the check repeats it for resources
 // stored before the schema had those rules, so that no such Memcached ever
 // gets a pod that cannot start or a Deployment the API server refuses.
-func validateSpec(m *v1alpha1.Memcached) error {
+func ValidateSpec(m *v1alpha1.Memcached) error {
 	for i, a := range m.Spec.ExtraArgs {
 		if !extraArgRegexp.MatchString(a) {
 			return fmt.Errorf("spec.extraArgs[%d]: %q is not one of the memcached options that spec.extraArgs allows", i, a)

@@ -1,6 +1,7 @@
-package stub
+package kube
 
 import (
+	"github.com/example-inc/memcached-operator/pkg/memcached"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1beta1 "k8s.io/api/policy/v1beta1"
@@ -39,9 +40,9 @@ func newPodInformer(kube kubernetes.Interface, namespace, selector string) cache
 
 // newTrimmedInformer returns an informer on the objects of one kind that
 // list and watchFn return, among those labelled app=memcached (see
-// ManagedSelector), trimmed by trim, indexed by namespace.
+// memcached.ManagedSelector), trimmed by trim, indexed by namespace.
 func newTrimmedInformer[T runtime.Object](example T, list func(metav1.ListOptions) (runtime.Object, error), watchFn func(metav1.ListOptions) (watch.Interface, error), trim func(T)) cache.SharedIndexInformer {
-	lw := trimmedListWatch(ManagedSelector, list, watchFn, func(obj runtime.Object) {
+	lw := trimmedListWatch(memcached.ManagedSelector, list, watchFn, func(obj runtime.Object) {
 		if o, ok := obj.(T); ok {
 			trim(o)
 		}
@@ -82,12 +83,12 @@ func trimmedListWatch(selector string, list func(metav1.ListOptions) (runtime.Ob
 	}
 }
 
-// trimPod keeps what the status is computed from (see status.go): the
-// pod's name, labels, template hash and deletion; its phase, its Ready
-// condition, a PodScheduled condition that is False, and of its
-// containers' states the reasons, messages and exit codes. Two versions of
-// a pod that differ only in what is dropped, such as its binding to a node
-// or its start time, then compare equal (see podChanged).
+// trimPod keeps what the status is computed from (see memcached.ComputeStatus):
+// the pod's name, labels, template hash and deletion; its phase, its Ready
+// condition, a PodScheduled condition that is False, and of its containers'
+// states the reasons, messages and exit codes. Two versions of a pod that
+// differ only in what is dropped, such as its binding to a node or its start
+// time, then compare equal (see podChanged).
 func trimPod(p *corev1.Pod) {
 	p.GenerateName = ""
 	p.OwnerReferences = nil
@@ -137,15 +138,15 @@ func trimTerminated(t *corev1.ContainerStateTerminated) *corev1.ContainerStateTe
 }
 
 // trimDeployment keeps what the reconcile reads: the Deployment's name,
-// labels, owner references, deletion, spec.replicas, spec.progressDeadlineSeconds,
-// the hash of its pod template, which stands for the template (see
-// templateHashAnnotation), the template's record of the roll that set it
-// (see rolls.go), and the conditions that say its rollout is stuck (see
-// deploymentStuckConditions).
+// labels, owner references, deletion, spec.replicas,
+// spec.progressDeadlineSeconds, the hash of its pod template, which stands
+// for the template (see memcached.TemplateHashAnnotation), the template's
+// record of the roll that set it (see memcached.RollAnnotations), and the
+// conditions that say its rollout is stuck (see deploymentStuckConditions).
 func trimDeployment(d *appsv1.Deployment) {
 	d.Annotations = nil
 	d.Spec.Template = corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Annotations: rollAnnotations(d.Spec.Template.Annotations)},
+		ObjectMeta: metav1.ObjectMeta{Annotations: memcached.RollAnnotations(d.Spec.Template.Annotations)},
 	}
 	d.Status = appsv1.DeploymentStatus{Conditions: deploymentStuckConditions(d.Status.Conditions)}
 }
@@ -168,8 +169,8 @@ func deploymentStuckConditions(conditions []appsv1.DeploymentCondition) []appsv1
 	return out
 }
 
-// trimService keeps what ensureService compares: the Service's metadata
-// without annotations, its cluster IP, selector and ports.
+// trimService keeps what the handler's ensureService compares: the Service's
+// metadata without annotations, its cluster IP, selector and ports.
 func trimService(s *corev1.Service) {
 	s.Annotations = nil
 	s.Spec = corev1.ServiceSpec{
@@ -187,12 +188,12 @@ func trimPodDisruptionBudget(p *policyv1beta1.PodDisruptionBudget) {
 	p.Status = policyv1beta1.PodDisruptionBudgetStatus{}
 }
 
-// onlyTemplateHash returns annotations with templateHashAnnotation alone,
-// or nil without it.
+// onlyTemplateHash returns annotations with memcached.TemplateHashAnnotation
+// alone, or nil without it.
 func onlyTemplateHash(annotations map[string]string) map[string]string {
-	h, ok := annotations[templateHashAnnotation]
+	h, ok := annotations[memcached.TemplateHashAnnotation]
 	if !ok {
 		return nil
 	}
-	return map[string]string{templateHashAnnotation: h}
+	return map[string]string{memcached.TemplateHashAnnotation: h}
 }

@@ -1,4 +1,4 @@
-package stub
+package memcached_test
 
 import (
 	"reflect"
@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/example-inc/memcached-operator/pkg/memcached"
+	"github.com/example-inc/memcached-operator/pkg/memcached/memcachedtest"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -77,10 +79,10 @@ var securityCases = []struct {
 func TestPodOfTLSAuthAndMonitoring(t *testing.T) {
 	for _, tt := range securityCases {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newMemcached("example", 1)
+			m := memcachedtest.NewMemcached("example", 1)
 			tt.spec(&m.Spec)
 
-			spec := newDeploymentForMemcached(m, testImage, testSidecarImage).Spec.Template.Spec
+			spec := memcached.NewDeployment(m, memcachedtest.Image, memcachedtest.SidecarImage).Spec.Template.Spec
 
 			mc := spec.Containers[0]
 			i := indexOf(mc.Command, "-v")
@@ -113,8 +115,8 @@ func TestPodOfTLSAuthAndMonitoring(t *testing.T) {
 			if len(mc.VolumeMounts) != len(spec.Volumes) {
 				t.Errorf("memcached mounts %d volumes, want %d", len(mc.VolumeMounts), len(spec.Volumes))
 			}
-			if fs := spec.SecurityContext.FSGroup; (fs != nil) != (len(spec.Volumes) > 0) || fs != nil && *fs != memcachedUID {
-				t.Errorf("fsGroup: got %v, want %d only with Secret volumes", fs, memcachedUID)
+			if fs := spec.SecurityContext.FSGroup; (fs != nil) != (len(spec.Volumes) > 0) || fs != nil && *fs != memcached.MemcachedUID {
+				t.Errorf("fsGroup: got %v, want %d only with Secret volumes", fs, memcached.MemcachedUID)
 			}
 
 			if tt.wantSidecarArgs == nil {
@@ -126,8 +128,8 @@ func TestPodOfTLSAuthAndMonitoring(t *testing.T) {
 					t.Fatalf("got %d containers, want memcached and the sidecar", len(spec.Containers))
 				}
 				sc := spec.Containers[1]
-				if sc.Name != sidecarName || sc.Image != testSidecarImage {
-					t.Errorf("sidecar: got %s %s, want %s %s", sc.Name, sc.Image, sidecarName, testSidecarImage)
+				if sc.Name != memcached.SidecarName || sc.Image != memcachedtest.SidecarImage {
+					t.Errorf("sidecar: got %s %s, want %s %s", sc.Name, sc.Image, memcached.SidecarName, memcachedtest.SidecarImage)
 				}
 				if !reflect.DeepEqual(sc.Args, tt.wantSidecarArgs) {
 					t.Errorf("sidecar args: got %q, want %q", sc.Args, tt.wantSidecarArgs)
@@ -141,14 +143,14 @@ func TestPodOfTLSAuthAndMonitoring(t *testing.T) {
 				if _, ok := sc.Resources.Limits[corev1.ResourceMemory]; !ok {
 					t.Errorf("sidecar has no memory limit")
 				}
-				hasPort := len(sc.Ports) == 1 && sc.Ports[0].Name == metricsPortName && sc.Ports[0].ContainerPort == metricsPort
-				if hasPort != monitored(m) {
+				hasPort := len(sc.Ports) == 1 && sc.Ports[0].Name == memcached.MetricsPortName && sc.Ports[0].ContainerPort == memcached.MetricsPort
+				if hasPort != memcached.Monitored(m) {
 					t.Errorf("sidecar ports %+v, want the metrics port only with monitoring", sc.Ports)
 				}
 			}
 
 			var ports []string
-			for _, p := range newServiceForMemcached(m).Spec.Ports {
+			for _, p := range memcached.NewService(m).Spec.Ports {
 				if p.TargetPort.StrVal != p.Name {
 					t.Errorf("service port %s targets %v, want the container port of its name", p.Name, p.TargetPort)
 				}
@@ -166,7 +168,7 @@ func TestPodOfTLSAuthAndMonitoring(t *testing.T) {
 // hash is the one of operator versions before them, and upgrading the
 // operator rolls no pods.
 func TestNoSecurityAddsNoPodFields(t *testing.T) {
-	u, err := deploymentManifest(newDeploymentForMemcached(newMemcached("example", 1), testImage, testSidecarImage))
+	u, err := memcached.DeploymentManifest(memcached.NewDeployment(memcachedtest.NewMemcached("example", 1), memcachedtest.Image, memcachedtest.SidecarImage))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,9 +232,9 @@ func TestValidateSecurity(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newMemcached("example", 1)
+			m := memcachedtest.NewMemcached("example", 1)
 			tt.spec(&m.Spec)
-			err := validateSpec(m)
+			err := memcached.ValidateSpec(m)
 			switch {
 			case tt.want == "" && err != nil:
 				t.Errorf("got %v, want no error", err)

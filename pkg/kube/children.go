@@ -1,4 +1,4 @@
-package stub
+package kube
 
 import (
 	"encoding/json"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/example-inc/memcached-operator/pkg/memcached"
 	policyv1beta1 "k8s.io/api/policy/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,15 +20,16 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// childObject is a child kind's typed object.
-type childObject interface {
+// Object is a child kind's typed object, as the caches hold it and the
+// client returns it, and as the handler's steps take it.
+type Object interface {
 	metav1.Object
 	runtime.Object
 }
 
 // children reads one kind of the Memcached's children from a trimmed cache
 // and writes them through the API server.
-type children[T childObject] struct {
+type children[T Object] struct {
 	client   rest.Interface
 	resource schema.GroupResource
 	informer cache.SharedIndexInformer
@@ -49,7 +51,7 @@ type children[T childObject] struct {
 // newChildren returns the children of resource, written through client,
 // which speaks the resource's group version, and cached, trimmed by trim, by
 // an informer on what list and watchFn return (see newTrimmedInformer).
-func newChildren[T childObject](client rest.Interface, resource schema.GroupResource, list func(metav1.ListOptions) (runtime.Object, error), watchFn func(metav1.ListOptions) (watch.Interface, error), newObj func() T, trim func(T)) *children[T] {
+func newChildren[T Object](client rest.Interface, resource schema.GroupResource, list func(metav1.ListOptions) (runtime.Object, error), watchFn func(metav1.ListOptions) (watch.Interface, error), newObj func() T, trim func(T)) *children[T] {
 	informer := newTrimmedInformer(newObj(), list, watchFn, trim)
 	c := &children[T]{
 		client:   client,
@@ -144,15 +146,15 @@ func (c *children[T]) create(manifest *unstructured.Unstructured) (T, error) {
 	return o, nil
 }
 
-// errReplaced reports that a patch was refused because the object of its
+// ErrReplaced reports that a patch was refused because the object of its
 // name is no longer the one the patch was built for: someone deleted that
 // one, and maybe created another, within the lag of the operator's cache.
-var errReplaced = errors.New("replaced since the operator's cache showed it")
+var ErrReplaced = errors.New("replaced since the operator's cache showed it")
 
-// patch sends a JSON patch whose first operation tests that the object's
-// UID is uid (see jsonPatchSet). The API server refuses a failed test as an
-// invalid request, as it refuses a patch that breaks validation; only then
-// the object is read, to tell the two apart.
+// patch sends a JSON patch whose first operation tests that the object's UID is
+// uid (see memcached.JSONPatchSet). The API server refuses a failed test as an
+// invalid request, as it refuses a patch that breaks validation; only then the
+// object is read, to tell the two apart.
 func (c *children[T]) patch(namespace, name string, uid types.UID, patch []byte) error {
 	err := c.client.Patch(types.JSONPatchType).Namespace(namespace).Resource(c.resource.Resource).Name(name).Body(patch).Do().Error()
 	if !apierrors.IsInvalid(err) {
@@ -160,7 +162,7 @@ func (c *children[T]) patch(namespace, name string, uid types.UID, patch []byte)
 	}
 	current, rerr := c.read(namespace, name)
 	if apierrors.IsNotFound(rerr) || (rerr == nil && current.GetUID() != uid) {
-		return fmt.Errorf("%s %s/%s with UID %s was %w", c.resource.String(), namespace, name, uid, errReplaced)
+		return fmt.Errorf("%s %s/%s with UID %s was %w", c.resource.String(), namespace, name, uid, ErrReplaced)
 	}
 	return err
 }
@@ -179,11 +181,6 @@ func (c *children[T]) delete(namespace, name string, uid types.UID) error {
 		SetHeader("Content-Type", runtime.ContentTypeJSON).Body(body).Do().Error()
 }
 
-// policyV1 is the group version of PodDisruptionBudgets that Kubernetes
-// serves since 1.25 removed policy/v1beta1, the only one client-go 1.11
-// knows.
-var policyV1 = schema.GroupVersion{Group: "policy", Version: "v1"}
-
 // policyScheme maps policy/v1 PodDisruptionBudgets onto client-go 1.11's
 // policy/v1beta1 types, whose JSON holds every field the operator uses
 // (selector, minAvailable, maxUnavailable) under the same names.
@@ -194,16 +191,16 @@ var policyParameterCodec = runtime.NewParameterCodec(policyScheme)
 
 func newPolicyScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
-	s.AddKnownTypes(policyV1, &policyv1beta1.PodDisruptionBudget{}, &policyv1beta1.PodDisruptionBudgetList{})
-	metav1.AddToGroupVersion(s, policyV1)
+	s.AddKnownTypes(memcached.PolicyV1, &policyv1beta1.PodDisruptionBudget{}, &policyv1beta1.PodDisruptionBudgetList{})
+	metav1.AddToGroupVersion(s, memcached.PolicyV1)
 	return s
 }
 
-// NewPodDisruptionBudgetRESTClient returns a JSON REST client, from cfg,
+// newPodDisruptionBudgetRESTClient returns a JSON REST client, from cfg,
 // for policy/v1 PodDisruptionBudgets as client-go 1.11's policy/v1beta1
 // types.
-func NewPodDisruptionBudgetRESTClient(cfg *rest.Config) (*rest.RESTClient, error) {
-	return jsonRESTClient(cfg, policyV1, policyScheme)
+func newPodDisruptionBudgetRESTClient(cfg *rest.Config) (*rest.RESTClient, error) {
+	return jsonRESTClient(cfg, memcached.PolicyV1, policyScheme)
 }
 
 // jsonRESTClient returns a REST client, from cfg, that speaks JSON to the
@@ -224,15 +221,15 @@ var monitoringScheme = newMonitoringScheme()
 
 func newMonitoringScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
-	metav1.AddToGroupVersion(s, serviceMonitorGVR.GroupVersion())
+	metav1.AddToGroupVersion(s, memcached.ServiceMonitorGVR.GroupVersion())
 	return s
 }
 
-// NewServiceMonitorRESTClient returns a JSON REST client, from cfg, for the
+// newServiceMonitorRESTClient returns a JSON REST client, from cfg, for the
 // Prometheus Operator's monitoring.coreos.com/v1 ServiceMonitors, which
 // client-go 1.11 has no type for. Its requests carry their Content-Type,
 // which the API server requires and client-go 1.11's dynamic client leaves
 // out of creates and deletes.
-func NewServiceMonitorRESTClient(cfg *rest.Config) (*rest.RESTClient, error) {
-	return jsonRESTClient(cfg, serviceMonitorGVR.GroupVersion(), monitoringScheme)
+func newServiceMonitorRESTClient(cfg *rest.Config) (*rest.RESTClient, error) {
+	return jsonRESTClient(cfg, memcached.ServiceMonitorGVR.GroupVersion(), monitoringScheme)
 }

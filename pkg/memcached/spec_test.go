@@ -1,4 +1,4 @@
-package stub
+package memcached_test
 
 import (
 	"encoding/json"
@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/example-inc/memcached-operator/pkg/memcached"
+	"github.com/example-inc/memcached-operator/pkg/memcached/memcachedtest"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -19,8 +21,6 @@ import (
 func withMemoryLimit(limit string) *corev1.ResourceRequirements {
 	return &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(limit)}}
 }
-
-func int32p(v int32) *int32 { return &v }
 
 func TestCacheMB(t *testing.T) {
 	tests := []struct {
@@ -35,16 +35,16 @@ func TestCacheMB(t *testing.T) {
 		{name: "derived from 1G, not a whole number of MiB", resources: withMemoryLimit("1G"), want: 786},
 		{name: "derived from the smallest limit", resources: withMemoryLimit("64Mi"), want: 8},
 		{name: "no memory limit", resources: &corev1.ResourceRequirements{}, want: 64},
-		{name: "explicit", resources: withMemoryLimit("1Gi"), memoryMB: int32p(100), want: 100},
+		{name: "explicit", resources: withMemoryLimit("1Gi"), memoryMB: memcachedtest.Int32p(100), want: 100},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newMemcached("example", 1)
+			m := memcachedtest.NewMemcached("example", 1)
 			m.Spec.Resources, m.Spec.MemoryMB = tt.resources, tt.memoryMB
-			if got := cacheMB(m); got != tt.want {
+			if got := memcached.CacheMB(m); got != tt.want {
 				t.Errorf("cacheMB: got %d, want %d", got, tt.want)
 			}
-			if err := validateSpec(m); err != nil {
+			if err := memcached.ValidateSpec(m); err != nil {
 				t.Errorf("validateSpec: %v, want the spec valid", err)
 			}
 		})
@@ -64,7 +64,7 @@ func TestValidateSpec(t *testing.T) {
 		wantErr      string
 	}{
 		{name: "allowed options", extraArgs: []string{"--conn-limit=2048", "--threads=2", "--extended=hashpower=20,no_lru_crawler", "--disable-cas"}},
-		{name: "largest cache that fits", resources: withMemoryLimit("256Mi"), memoryMB: int32p(176)},
+		{name: "largest cache that fits", resources: withMemoryLimit("256Mi"), memoryMB: memcachedtest.Int32p(176)},
 		{name: "short option", extraArgs: []string{"-c", "10"}, wantErr: `spec.extraArgs[0]: "-c" is not one of`},
 		{name: "port", extraArgs: []string{"--port=1"}, wantErr: `"--port=1"`},
 		{name: "memory", extraArgs: []string{"--memory-limit=10"}, wantErr: `"--memory-limit=10"`},
@@ -72,55 +72,55 @@ func TestValidateSpec(t *testing.T) {
 		{name: "two options in one", extraArgs: []string{"--threads=2 --port=1"}, wantErr: `"--threads=2 --port=1"`},
 		{name: "flag with a value", extraArgs: []string{"--disable-cas=yes"}, wantErr: `"--disable-cas=yes"`},
 		{name: "option without a value", extraArgs: []string{"--threads"}, wantErr: `"--threads"`},
-		{name: "cache one MiB too large", resources: withMemoryLimit("256Mi"), memoryMB: int32p(177), wantErr: "spec.memoryMB 177 does not fit the memory limit 256Mi: at most 176"},
+		{name: "cache one MiB too large", resources: withMemoryLimit("256Mi"), memoryMB: memcachedtest.Int32p(177), wantErr: "spec.memoryMB 177 does not fit the memory limit 256Mi: at most 176"},
 		{name: "limit too small", resources: withMemoryLimit("32Mi"), wantErr: "below 64Mi"},
 
 		// Values memcached 1.6.18 exits on, and the edges it accepts.
-		{name: "threads 0", extraArgs: []string{"--threads=0"}, wantErr: `spec.extraArgs[0]: "--threads=0": ` + msgThreads},
+		{name: "threads 0", extraArgs: []string{"--threads=0"}, wantErr: `spec.extraArgs[0]: "--threads=0": ` + memcached.MsgThreads},
 		{name: "threads 1 and 64", extraArgs: []string{"--threads=1", "--threads=64"}},
-		{name: "threads 65", extraArgs: []string{"--threads=65"}, wantErr: msgThreads},
-		{name: "threads with a unit", extraArgs: []string{"--threads=4x"}, wantErr: msgThreads},
-		{name: "threads with a leading zero", extraArgs: []string{"--threads=04"}, wantErr: msgThreads},
+		{name: "threads 65", extraArgs: []string{"--threads=65"}, wantErr: memcached.MsgThreads},
+		{name: "threads with a unit", extraArgs: []string{"--threads=4x"}, wantErr: memcached.MsgThreads},
+		{name: "threads with a leading zero", extraArgs: []string{"--threads=04"}, wantErr: memcached.MsgThreads},
 		{name: "every protocol", extraArgs: []string{"--protocol=auto", "--protocol=ascii", "--protocol=binary"}},
-		{name: "protocol x", extraArgs: []string{"--protocol=x"}, wantErr: `"--protocol=x": ` + msgProtocol},
-		{name: "protocol in upper case", extraArgs: []string{"--protocol=ASCII"}, wantErr: msgProtocol},
-		{name: "conn limit 0", extraArgs: []string{"--conn-limit=0"}, wantErr: msgConnLimit},
+		{name: "protocol x", extraArgs: []string{"--protocol=x"}, wantErr: `"--protocol=x": ` + memcached.MsgProtocol},
+		{name: "protocol in upper case", extraArgs: []string{"--protocol=ASCII"}, wantErr: memcached.MsgProtocol},
+		{name: "conn limit 0", extraArgs: []string{"--conn-limit=0"}, wantErr: memcached.MsgConnLimit},
 		{name: "conn limit at its maximum", extraArgs: []string{"--conn-limit=1048576"}},
-		{name: "conn limit above its maximum", extraArgs: []string{"--conn-limit=1048577"}, wantErr: msgConnLimit},
-		{name: "conn limit of eight digits", extraArgs: []string{"--conn-limit=10000000"}, wantErr: msgConnLimit},
+		{name: "conn limit above its maximum", extraArgs: []string{"--conn-limit=1048577"}, wantErr: memcached.MsgConnLimit},
+		{name: "conn limit of eight digits", extraArgs: []string{"--conn-limit=10000000"}, wantErr: memcached.MsgConnLimit},
 		{name: "conn limit of 16 per default thread", extraArgs: []string{"--conn-limit=64"}},
-		{name: "conn limit below 16 per default thread", extraArgs: []string{"--conn-limit=63"}, wantErr: "spec.extraArgs: " + msgConnsPerThread},
+		{name: "conn limit below 16 per default thread", extraArgs: []string{"--conn-limit=63"}, wantErr: "spec.extraArgs: " + memcached.MsgConnsPerThread},
 		{name: "conn limit of 16 per thread", extraArgs: []string{"--threads=1", "--conn-limit=16"}},
-		{name: "conn limit below 16 per thread", extraArgs: []string{"--conn-limit=1000", "--threads=64"}, wantErr: msgConnsPerThread},
-		{name: "hashpower 40", extraArgs: []string{"--extended=hashpower=40"}, wantErr: `"--extended=hashpower=40": ` + msgHashpower},
-		{name: "hashpower 11", extraArgs: []string{"--extended=hashpower=11"}, wantErr: msgHashpower},
-		{name: "hashpower without a number", extraArgs: []string{"--extended=no_lru_crawler,hashpower"}, wantErr: msgHashpower},
-		{name: "hashpower with a leading zero", extraArgs: []string{"--extended=hashpower=016"}, wantErr: msgHashpower},
-		{name: "a bad hashpower after a good one", extraArgs: []string{"--extended=hashpower=20,hashpower=33"}, wantErr: msgHashpower},
+		{name: "conn limit below 16 per thread", extraArgs: []string{"--conn-limit=1000", "--threads=64"}, wantErr: memcached.MsgConnsPerThread},
+		{name: "hashpower 40", extraArgs: []string{"--extended=hashpower=40"}, wantErr: `"--extended=hashpower=40": ` + memcached.MsgHashpower},
+		{name: "hashpower 11", extraArgs: []string{"--extended=hashpower=11"}, wantErr: memcached.MsgHashpower},
+		{name: "hashpower without a number", extraArgs: []string{"--extended=no_lru_crawler,hashpower"}, wantErr: memcached.MsgHashpower},
+		{name: "hashpower with a leading zero", extraArgs: []string{"--extended=hashpower=016"}, wantErr: memcached.MsgHashpower},
+		{name: "a bad hashpower after a good one", extraArgs: []string{"--extended=hashpower=20,hashpower=33"}, wantErr: memcached.MsgHashpower},
 		{name: "hashpower 32", extraArgs: []string{"--extended=hashpower=32"}},
 		{name: "hashpower 12 with 3 threads", extraArgs: []string{"--threads=3", "--extended=hashpower=12"}},
-		{name: "hashpower 12 with the default 4 threads", extraArgs: []string{"--extended=hashpower=12"}, wantErr: msgHashpowerThreads},
+		{name: "hashpower 12 with the default 4 threads", extraArgs: []string{"--extended=hashpower=12"}, wantErr: memcached.MsgHashpowerThreads},
 		{name: "hashpower 13 with 4 threads", extraArgs: []string{"--threads=4", "--extended=hashpower=13"}},
-		{name: "hashpower 13 with 5 threads", extraArgs: []string{"--threads=5", "--extended=hashpower=13"}, wantErr: msgHashpowerThreads},
+		{name: "hashpower 13 with 5 threads", extraArgs: []string{"--threads=5", "--extended=hashpower=13"}, wantErr: memcached.MsgHashpowerThreads},
 		{name: "hashpower 14 with 10 threads", extraArgs: []string{"--threads=10", "--extended=hashpower=14"}},
-		{name: "hashpower 14 with 11 threads", extraArgs: []string{"--threads=11", "--extended=hashpower=14"}, wantErr: msgHashpowerThreads},
+		{name: "hashpower 14 with 11 threads", extraArgs: []string{"--threads=11", "--extended=hashpower=14"}, wantErr: memcached.MsgHashpowerThreads},
 		{name: "hashpower 15 with 20 threads", extraArgs: []string{"--threads=20", "--extended=hashpower=15"}},
-		{name: "hashpower 15 with 21 threads", extraArgs: []string{"--threads=21", "--extended=hashpower=15"}, wantErr: msgHashpowerThreads},
+		{name: "hashpower 15 with 21 threads", extraArgs: []string{"--threads=21", "--extended=hashpower=15"}, wantErr: memcached.MsgHashpowerThreads},
 		{name: "hashpower 16 with 64 threads", extraArgs: []string{"--extended=hashpower=16", "--threads=64"}},
 		{name: "item size in KiB, MiB and bytes", extraArgs: []string{"--max-item-size=512k", "--max-item-size=2M", "--max-item-size=1572864"}},
-		{name: "item size below a slab chunk", extraArgs: []string{"--max-item-size=511k"}, wantErr: msgItemSize},
-		{name: "item size not a multiple of a slab chunk", extraArgs: []string{"--max-item-size=768k"}, wantErr: msgItemSize},
-		{name: "item size with a fraction", extraArgs: []string{"--max-item-size=1.5m"}, wantErr: msgItemSize},
-		{name: "item size in GiB", extraArgs: []string{"--max-item-size=1g"}, wantErr: msgItemSize},
+		{name: "item size below a slab chunk", extraArgs: []string{"--max-item-size=511k"}, wantErr: memcached.MsgItemSize},
+		{name: "item size not a multiple of a slab chunk", extraArgs: []string{"--max-item-size=768k"}, wantErr: memcached.MsgItemSize},
+		{name: "item size with a fraction", extraArgs: []string{"--max-item-size=1.5m"}, wantErr: memcached.MsgItemSize},
+		{name: "item size in GiB", extraArgs: []string{"--max-item-size=1g"}, wantErr: memcached.MsgItemSize},
 		{name: "item size of 1024m", extraArgs: []string{"--max-item-size=1024m"}, resources: withMemoryLimit("3Gi")},
-		{name: "item size above 1024m", extraArgs: []string{"--max-item-size=1025m"}, resources: withMemoryLimit("3Gi"), wantErr: msgItemSize},
-		{name: "item size 64m with memoryMB 16", extraArgs: []string{"--max-item-size=64m"}, memoryMB: int32p(16), wantErr: "spec.extraArgs: " + msgItemSizeFits},
-		{name: "item size half of memoryMB 16", extraArgs: []string{"--max-item-size=8m"}, memoryMB: int32p(16)},
-		{name: "item size above half of memoryMB 16", extraArgs: []string{"--max-item-size=8704k"}, memoryMB: int32p(16), wantErr: msgItemSizeFits},
-		{name: "item size above half of the derived cache", extraArgs: []string{"--max-item-size=33m"}, wantErr: msgItemSizeFits},
+		{name: "item size above 1024m", extraArgs: []string{"--max-item-size=1025m"}, resources: withMemoryLimit("3Gi"), wantErr: memcached.MsgItemSize},
+		{name: "item size 64m with memoryMB 16", extraArgs: []string{"--max-item-size=64m"}, memoryMB: memcachedtest.Int32p(16), wantErr: "spec.extraArgs: " + memcached.MsgItemSizeFits},
+		{name: "item size half of memoryMB 16", extraArgs: []string{"--max-item-size=8m"}, memoryMB: memcachedtest.Int32p(16)},
+		{name: "item size above half of memoryMB 16", extraArgs: []string{"--max-item-size=8704k"}, memoryMB: memcachedtest.Int32p(16), wantErr: memcached.MsgItemSizeFits},
+		{name: "item size above half of the derived cache", extraArgs: []string{"--max-item-size=33m"}, wantErr: memcached.MsgItemSizeFits},
 		{name: "item size half of the derived cache", extraArgs: []string{"--max-item-size=32m"}},
-		{name: "default item size with memoryMB 1", memoryMB: int32p(1), wantErr: msgItemSizeFits},
-		{name: "small item size with memoryMB 1", extraArgs: []string{"--max-item-size=512k"}, memoryMB: int32p(1)},
+		{name: "default item size with memoryMB 1", memoryMB: memcachedtest.Int32p(1), wantErr: memcached.MsgItemSizeFits},
+		{name: "small item size with memoryMB 1", extraArgs: []string{"--max-item-size=512k"}, memoryMB: memcachedtest.Int32p(1)},
 
 		// Pod fields the API server validates.
 		{name: "tolerations the API server accepts", tolerations: []corev1.Toleration{
@@ -129,12 +129,12 @@ func TestValidateSpec(t *testing.T) {
 			{Key: "node.kubernetes.io/unreachable", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: &seconds},
 			{Key: "dedicated", Value: "cache"},
 		}},
-		{name: "Exists with a value", tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists, Value: "x"}}, wantErr: "spec.tolerations[0]: " + msgTolerationExistsValue},
-		{name: "keyless Equal", tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpEqual, Value: "x"}}, wantErr: msgTolerationKeyless},
-		{name: "keyless without an operator", tolerations: []corev1.Toleration{{Effect: corev1.TaintEffectNoSchedule}}, wantErr: msgTolerationKeyless},
+		{name: "Exists with a value", tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists, Value: "x"}}, wantErr: "spec.tolerations[0]: " + memcached.MsgTolerationExistsValue},
+		{name: "keyless Equal", tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpEqual, Value: "x"}}, wantErr: memcached.MsgTolerationKeyless},
+		{name: "keyless without an operator", tolerations: []corev1.Toleration{{Effect: corev1.TaintEffectNoSchedule}}, wantErr: memcached.MsgTolerationKeyless},
 		{name: "key that is no qualified name", tolerations: []corev1.Toleration{{Key: "bad key!", Operator: corev1.TolerationOpExists}}, wantErr: `spec.tolerations[0]: key "bad key!" is not a taint key`},
 		{name: "value that is no label value", tolerations: []corev1.Toleration{{Key: "a", Value: "not a value"}}, wantErr: `value "not a value" is not a label value`},
-		{name: "tolerationSeconds with NoSchedule", tolerations: []corev1.Toleration{{Key: "a", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule, TolerationSeconds: &seconds}}, wantErr: msgTolerationSeconds},
+		{name: "tolerationSeconds with NoSchedule", tolerations: []corev1.Toleration{{Key: "a", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule, TolerationSeconds: &seconds}}, wantErr: memcached.MsgTolerationSeconds},
 		{name: "unknown effect", tolerations: []corev1.Toleration{{Key: "a", Operator: corev1.TolerationOpExists, Effect: "NoRun"}}, wantErr: `effect "NoRun"`},
 		{name: "unknown operator", tolerations: []corev1.Toleration{{Key: "a", Operator: "Maybe"}}, wantErr: `operator "Maybe"`},
 		{name: "node selector of label keys and values", nodeSelector: map[string]string{"kubernetes.io/os": "linux", "disk": ""}},
@@ -145,10 +145,10 @@ func TestValidateSpec(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newMemcached("example", 1)
+			m := memcachedtest.NewMemcached("example", 1)
 			m.Spec.ExtraArgs, m.Spec.Resources, m.Spec.MemoryMB = tt.extraArgs, tt.resources, tt.memoryMB
 			m.Spec.Tolerations, m.Spec.NodeSelector, m.Spec.PriorityClassName = tt.tolerations, tt.nodeSelector, tt.priority
-			err := validateSpec(m)
+			err := memcached.ValidateSpec(m)
 			switch {
 			case tt.wantErr == "" && err != nil:
 				t.Errorf("got %v, want the spec valid", err)
@@ -166,24 +166,24 @@ func TestCRDHasTheSameRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "self.matches('" + extraArgPattern + "')"; !strings.Contains(string(crd), want) {
+	if want := "self.matches('" + memcached.ExtraArgPattern + "')"; !strings.Contains(string(crd), want) {
 		t.Errorf("deploy/crd.yaml has no rule %s", want)
 	}
-	if want := "quantity('" + minMemoryLimit + "')"; !strings.Contains(string(crd), want) {
+	if want := "quantity('" + memcached.MinMemoryLimit + "')"; !strings.Contains(string(crd), want) {
 		t.Errorf("deploy/crd.yaml has no rule with %s", want)
 	}
 	if want := "(self.memoryMB + 48) * 8 * 1048576 <= quantity(string(self.resources.limits['memory'])).asInteger() * 7"; !strings.Contains(string(crd), want) ||
-		memcachedOverheadMB != 48 || mebibyte != 1048576 {
+		memcached.MemcachedOverheadMB != 48 || memcached.Mebibyte != 1048576 {
 		t.Errorf("deploy/crd.yaml has no rule %s, the one derivedCacheMB follows", want)
 	}
-	for _, pattern := range []string{threadsPattern, protocolPattern, connLimitPattern, hashpowerPattern} {
+	for _, pattern := range []string{memcached.ThreadsPattern, memcached.ProtocolPattern, memcached.ConnLimitPattern, memcached.HashpowerPattern} {
 		if want := ".matches('" + pattern + "')"; !strings.Contains(string(crd), want) {
 			t.Errorf("deploy/crd.yaml has no rule with %s", want)
 		}
 	}
 	for _, message := range []string{
-		msgThreads, msgProtocol, msgConnLimit, msgItemSize, msgHashpower, msgItemSizeFits, msgHashpowerThreads, msgConnsPerThread,
-		msgTolerationKeyless, msgTolerationSeconds, msgTolerationExistsValue, msgAuthProtocol,
+		memcached.MsgThreads, memcached.MsgProtocol, memcached.MsgConnLimit, memcached.MsgItemSize, memcached.MsgHashpower, memcached.MsgItemSizeFits, memcached.MsgHashpowerThreads, memcached.MsgConnsPerThread,
+		memcached.MsgTolerationKeyless, memcached.MsgTolerationSeconds, memcached.MsgTolerationExistsValue, memcached.MsgAuthProtocol,
 	} {
 		if want := `message: "` + message + `"`; !strings.Contains(string(crd), want) {
 			t.Errorf("deploy/crd.yaml has no rule with %s", want)
@@ -191,12 +191,12 @@ func TestCRDHasTheSameRules(t *testing.T) {
 	}
 	// The numbers of the rules that are not patterns.
 	for _, want := range []string{
-		fmt.Sprintf("int(self.substring(13)) <= %d", maxConnLimit),
-		fmt.Sprintf("b >= %d && b <= %d && b %% %d == 0", slabChunkBytes, maxItemBytes, slabChunkBytes),
-		fmt.Sprintf("* 2 <= cache * %d) : cache >= %d", mebibyte, 2*defaultItemBytes/mebibyte),
-		fmt.Sprintf("ts.size() == 0 ? %d : ts.max()", defaultThreads),
-		fmt.Sprintf("int(c.substring(13)) >= %d * t", connsPerThread),
-		"- 48 : 64]", // the cache without a memory limit: defaultCacheMB
+		fmt.Sprintf("int(self.substring(13)) <= %d", memcached.MaxConnLimit),
+		fmt.Sprintf("b >= %d && b <= %d && b %% %d == 0", memcached.SlabChunkBytes, memcached.MaxItemBytes, memcached.SlabChunkBytes),
+		fmt.Sprintf("* 2 <= cache * %d) : cache >= %d", memcached.Mebibyte, 2*memcached.DefaultItemBytes/memcached.Mebibyte),
+		fmt.Sprintf("ts.size() == 0 ? %d : ts.max()", memcached.DefaultThreads),
+		fmt.Sprintf("int(c.substring(13)) >= %d * t", memcached.ConnsPerThread),
+		"- 48 : 64]", // the cache without a memory limit: memcached.DefaultCacheMB
 	} {
 		if !strings.Contains(string(crd), want) {
 			t.Errorf("deploy/crd.yaml has no rule with %s", want)
@@ -204,28 +204,29 @@ func TestCRDHasTheSameRules(t *testing.T) {
 	}
 	var lockPowers []string
 	for _, threads := range []int64{2, 3, 4, 10, 20} {
-		lockPowers = append(lockPowers, fmt.Sprintf("t <= %d ? %d", threads, itemLockPower(threads)))
+		lockPowers = append(lockPowers, fmt.Sprintf("t <= %d ? %d", threads, memcached.ItemLockPower(threads)))
 	}
-	if want := strings.Join(lockPowers, " : ") + fmt.Sprintf(" : %d", itemLockPower(maxThreadsForTest)); !strings.Contains(string(crd), want) {
+	if want := strings.Join(lockPowers, " : ") + fmt.Sprintf(" : %d", memcached.ItemLockPower(maxThreadsForTest)); !strings.Contains(string(crd), want) {
 		t.Errorf("deploy/crd.yaml has no rule with %s, as itemLockPower computes it", want)
 	}
 }
 
-// maxThreadsForTest is the largest --threads that threadsPattern allows.
+// maxThreadsForTest is the largest --threads that memcached.ThreadsPattern
+// allows.
 const maxThreadsForTest = 64
 
 func TestItemLockPower(t *testing.T) {
 	// memcached 1.6.18's "Hash table power size (N) cannot be equal to or
 	// less than item lock table (M)" names M for a thread count.
 	for threads, want := range map[int64]int64{1: 10, 2: 10, 3: 11, 4: 12, 5: 13, 10: 13, 11: 14, 20: 14, 21: 15, 64: 15} {
-		if got := itemLockPower(threads); got != want {
+		if got := memcached.ItemLockPower(threads); got != want {
 			t.Errorf("%d threads: got %d, want %d", threads, got, want)
 		}
 	}
 }
 
 func TestSpecFieldsReachThePodTemplate(t *testing.T) {
-	m := newMemcached("example", 2)
+	m := memcachedtest.NewMemcached("example", 2)
 	m.Spec.Image = "registry.local/memcached:1.6.99"
 	m.Spec.Resources = withMemoryLimit("256Mi")
 	m.Spec.ExtraArgs = []string{"--threads=2", "--conn-limit=77"}
@@ -233,7 +234,7 @@ func TestSpecFieldsReachThePodTemplate(t *testing.T) {
 	m.Spec.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "cache", Effect: corev1.TaintEffectNoSchedule}}
 	m.Spec.PriorityClassName = "high"
 
-	spec := newDeploymentForMemcached(m, testImage, testSidecarImage).Spec.Template.Spec
+	spec := memcached.NewDeployment(m, memcachedtest.Image, memcachedtest.SidecarImage).Spec.Template.Spec
 
 	c := spec.Containers[0]
 	if c.Image != m.Spec.Image {
@@ -252,34 +253,20 @@ func TestSpecFieldsReachThePodTemplate(t *testing.T) {
 	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
 		t.Errorf("automountServiceAccountToken: got %v, want false", spec.AutomountServiceAccountToken)
 	}
-	if spec.TerminationGracePeriodSeconds == nil || *spec.TerminationGracePeriodSeconds != terminationGracePeriod {
-		t.Errorf("terminationGracePeriodSeconds: got %v, want %d", spec.TerminationGracePeriodSeconds, terminationGracePeriod)
+	if spec.TerminationGracePeriodSeconds == nil || *spec.TerminationGracePeriodSeconds != memcached.TerminationGracePeriod {
+		t.Errorf("terminationGracePeriodSeconds: got %v, want %d", spec.TerminationGracePeriodSeconds, memcached.TerminationGracePeriod)
 	}
 }
 
 func TestDeploymentStrategyRollsOnePodAtATime(t *testing.T) {
-	s := newDeploymentForMemcached(newMemcached("example", 3), testImage, testSidecarImage).Spec.Strategy
+	s := memcached.NewDeployment(memcachedtest.NewMemcached("example", 3), memcachedtest.Image, memcachedtest.SidecarImage).Spec.Strategy
 	if s.RollingUpdate == nil || *s.RollingUpdate.MaxSurge != intstr.FromInt(1) || *s.RollingUpdate.MaxUnavailable != intstr.FromInt(0) {
 		t.Errorf("strategy: got %+v, want a rolling update with maxSurge 1 and maxUnavailable 0", s)
 	}
 }
 
-// manifestHash returns the template hash deploymentManifest gives m.
-func manifestHash(t *testing.T, m *v1alpha1.Memcached, image string) string {
-	t.Helper()
-	u, err := deploymentManifest(newDeploymentForMemcached(m, image, testSidecarImage))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := manifestTemplateHash(u)
-	if h == "" {
-		t.Fatalf("the manifest's pod template has no %s", templateHashAnnotation)
-	}
-	return h
-}
-
 func TestTemplateHashFollowsThePodTemplateOnly(t *testing.T) {
-	base := newMemcached("example", 2)
+	base := memcachedtest.NewMemcached("example", 2)
 	tests := []struct {
 		name     string
 		change   func(m *v1alpha1.Memcached)
@@ -291,7 +278,7 @@ func TestTemplateHashFollowsThePodTemplateOnly(t *testing.T) {
 		{name: "status", change: func(m *v1alpha1.Memcached) { m.Status.Nodes = []string{"a"} }, wantSame: true},
 		{name: "image", change: func(m *v1alpha1.Memcached) { m.Spec.Image = "other:1" }},
 		{name: "operator's default image", change: func(*v1alpha1.Memcached) {}, image: "other:2"},
-		{name: "memory", change: func(m *v1alpha1.Memcached) { m.Spec.MemoryMB = int32p(32) }},
+		{name: "memory", change: func(m *v1alpha1.Memcached) { m.Spec.MemoryMB = memcachedtest.Int32p(32) }},
 		{name: "resources", change: func(m *v1alpha1.Memcached) { m.Spec.Resources = withMemoryLimit("1Gi") }},
 		{name: "extra args", change: func(m *v1alpha1.Memcached) { m.Spec.ExtraArgs = []string{"--threads=8"} }},
 		{name: "node selector", change: func(m *v1alpha1.Memcached) { m.Spec.NodeSelector = map[string]string{"a": "b"} }},
@@ -300,16 +287,16 @@ func TestTemplateHashFollowsThePodTemplateOnly(t *testing.T) {
 		}},
 		{name: "priority class", change: func(m *v1alpha1.Memcached) { m.Spec.PriorityClassName = "high" }},
 	}
-	want := manifestHash(t, base, testImage)
+	want := memcachedtest.ManifestHash(t, base, memcachedtest.Image)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := base.DeepCopy()
 			tt.change(m)
-			image := testImage
+			image := memcachedtest.Image
 			if tt.image != "" {
 				image = tt.image
 			}
-			if got := manifestHash(t, m, image); (got == want) != tt.wantSame {
+			if got := memcachedtest.ManifestHash(t, m, image); (got == want) != tt.wantSame {
 				t.Errorf("hash %s against %s: same = %v, want %v", got, want, got == want, tt.wantSame)
 			}
 		})
@@ -317,8 +304,8 @@ func TestTemplateHashFollowsThePodTemplateOnly(t *testing.T) {
 }
 
 func TestDeploymentManifestAddsModernPodFields(t *testing.T) {
-	m := newMemcached("example", 2)
-	u, err := deploymentManifest(newDeploymentForMemcached(m, testImage, testSidecarImage))
+	m := memcachedtest.NewMemcached("example", 2)
+	u, err := memcached.DeploymentManifest(memcached.NewDeployment(m, memcachedtest.Image, memcachedtest.SidecarImage))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,18 +322,18 @@ func TestDeploymentManifestAddsModernPodFields(t *testing.T) {
 	}
 	containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
 	sleep, _, _ := unstructured.NestedInt64(containers[0].(map[string]interface{}), "lifecycle", "preStop", "sleep", "seconds")
-	if sleep != preStopSleepSeconds {
-		t.Errorf("preStop sleep: got %d, want %d", sleep, preStopSleepSeconds)
+	if sleep != memcached.PreStopSleepSeconds {
+		t.Errorf("preStop sleep: got %d, want %d", sleep, memcached.PreStopSleepSeconds)
 	}
 }
 
 func TestTemplatePatchSetsTemplateAndStrategyWhole(t *testing.T) {
-	m := newMemcached("example", 2)
-	u, err := deploymentManifest(newDeploymentForMemcached(m, testImage, testSidecarImage))
+	m := memcachedtest.NewMemcached("example", 2)
+	u, err := memcached.DeploymentManifest(memcached.NewDeployment(m, memcachedtest.Image, memcachedtest.SidecarImage))
 	if err != nil {
 		t.Fatal(err)
 	}
-	patch, err := templatePatch("uid-1", u)
+	patch, err := memcached.TemplatePatch("uid-1", u)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,8 +346,8 @@ func TestTemplatePatchSetsTemplateAndStrategyWhole(t *testing.T) {
 		t.Fatalf("patch: got %s, want a test of the UID, then adds of /spec/strategy and /spec/template", patch)
 	}
 	template := ops[2]["value"].(map[string]interface{})
-	hash, _, _ := unstructured.NestedString(template, "metadata", "annotations", templateHashAnnotation)
-	if hash != manifestHash(t, m, testImage) {
+	hash, _, _ := unstructured.NestedString(template, "metadata", "annotations", memcached.TemplateHashAnnotation)
+	if hash != memcachedtest.ManifestHash(t, m, memcachedtest.Image) {
 		t.Errorf("patched template hash: got %q, want the manifest's", hash)
 	}
 }
@@ -384,7 +371,7 @@ func TestJSONPatchSet(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := jsonPatchSet("uid-1", tt.values)
+			got, err := memcached.JSONPatchSet("uid-1", tt.values)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -396,15 +383,15 @@ func TestJSONPatchSet(t *testing.T) {
 }
 
 func TestNewServiceForMemcached(t *testing.T) {
-	m := newMemcached("example", 3)
-	s := newServiceForMemcached(m)
-	if s.Name != "example" || s.Namespace != "test" || !reflect.DeepEqual(s.Labels, labelsForMemcached("example")) {
+	m := memcachedtest.NewMemcached("example", 3)
+	s := memcached.NewService(m)
+	if s.Name != "example" || s.Namespace != "test" || !reflect.DeepEqual(s.Labels, memcached.Labels("example")) {
 		t.Errorf("metadata: got %s/%s %v", s.Namespace, s.Name, s.Labels)
 	}
 	if len(s.OwnerReferences) != 1 || s.OwnerReferences[0].UID != m.UID || !*s.OwnerReferences[0].Controller {
 		t.Errorf("owner references: got %+v, want one controller reference to the memcached", s.OwnerReferences)
 	}
-	if s.Spec.ClusterIP != "None" || !reflect.DeepEqual(s.Spec.Selector, labelsForMemcached("example")) {
+	if s.Spec.ClusterIP != "None" || !reflect.DeepEqual(s.Spec.Selector, memcached.Labels("example")) {
 		t.Errorf("spec: got clusterIP %q selector %v, want a headless Service selecting the pods", s.Spec.ClusterIP, s.Spec.Selector)
 	}
 	want := []corev1.ServicePort{{Name: "memcached", Port: 11211, TargetPort: intstr.FromString("memcached"), Protocol: corev1.ProtocolTCP}}
@@ -414,19 +401,19 @@ func TestNewServiceForMemcached(t *testing.T) {
 }
 
 func TestNewPodDisruptionBudgetForMemcached(t *testing.T) {
-	m := newMemcached("example", 3)
-	p := newPodDisruptionBudgetForMemcached(m)
+	m := memcachedtest.NewMemcached("example", 3)
+	p := memcached.NewPodDisruptionBudget(m)
 	if p.APIVersion != "policy/v1" || p.Kind != "PodDisruptionBudget" || p.Name != "example" {
 		t.Errorf("identity: got %s %s %s", p.APIVersion, p.Kind, p.Name)
 	}
 	if p.Spec.MaxUnavailable == nil || *p.Spec.MaxUnavailable != intstr.FromInt(1) || p.Spec.MinAvailable != nil {
 		t.Errorf("budget: got maxUnavailable %v minAvailable %v, want maxUnavailable 1 alone", p.Spec.MaxUnavailable, p.Spec.MinAvailable)
 	}
-	if p.Spec.Selector == nil || !reflect.DeepEqual(p.Spec.Selector.MatchLabels, labelsForMemcached("example")) {
+	if p.Spec.Selector == nil || !reflect.DeepEqual(p.Spec.Selector.MatchLabels, memcached.Labels("example")) {
 		t.Errorf("selector: got %v", p.Spec.Selector)
 	}
 	for size, want := range map[int32]bool{0: false, 1: false, 2: true, 100: true} {
-		if got := wantsPodDisruptionBudget(newMemcached("example", size)); got != want {
+		if got := memcached.WantsPodDisruptionBudget(memcachedtest.NewMemcached("example", size)); got != want {
 			t.Errorf("size %d: wants a budget = %v, want %v", size, got, want)
 		}
 	}

@@ -1,4 +1,4 @@
-package stub
+package kube
 
 import (
 	"context"
@@ -13,16 +13,16 @@ import (
 )
 
 const (
-	// apiCheckInterval is how often the apiMonitor asks discovery whether the
+	// apiCheckInterval is how often the APIMonitor asks discovery whether the
 	// Memcached API is served while it checks.
 	apiCheckInterval = 2 * time.Second
 	// apiCheckGrace is how long after the last Memcached deletion the
-	// apiMonitor keeps checking. Deleting the CustomResourceDefinition
+	// APIMonitor keeps checking. Deleting the CustomResourceDefinition
 	// deletes every Memcached first; the API goes a moment after the last.
 	apiCheckGrace = 10 * time.Second
 )
 
-// apiMonitor says in the log when the Memcached API stops being served,
+// APIMonitor says in the log when the Memcached API stops being served,
 // typically because its CustomResourceDefinition was deleted, and when it is
 // served again. Without it the only trace is client-go's reflector in the
 // SDK, which logs "Failed to list *unstructured.Unstructured: the server
@@ -31,7 +31,7 @@ const (
 // It costs no request while nothing is deleted: Memcached deletions start
 // it, and it asks discovery every apiCheckInterval until apiCheckGrace after
 // the last one, or, once the API is gone, until it is back.
-type apiMonitor struct {
+type APIMonitor struct {
 	served   func() error
 	interval time.Duration
 	grace    time.Duration
@@ -41,8 +41,15 @@ type apiMonitor struct {
 	lastDeleted time.Time
 }
 
-// memcachedDeleted tells m that a Memcached was deleted.
-func (m *apiMonitor) memcachedDeleted(ctx context.Context) {
+// NewAPIMonitor returns an APIMonitor that asks served whether the
+// Memcached API is served: nil when it is, a NotFound error when it is gone.
+// The handler makes one and tells it of every Memcached deletion.
+func NewAPIMonitor(served func() error) *APIMonitor {
+	return &APIMonitor{served: served, interval: apiCheckInterval, grace: apiCheckGrace}
+}
+
+// MemcachedDeleted tells m that a Memcached was deleted.
+func (m *APIMonitor) MemcachedDeleted(ctx context.Context) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.lastDeleted = time.Now()
@@ -55,7 +62,7 @@ func (m *apiMonitor) memcachedDeleted(ctx context.Context) {
 
 // check asks discovery until the grace period after the last deletion ends
 // with the API served, or until ctx is done.
-func (m *apiMonitor) check(ctx context.Context) {
+func (m *APIMonitor) check(ctx context.Context) {
 	ticker := time.NewTicker(m.interval)
 	defer ticker.Stop()
 	gone := false
@@ -84,8 +91,8 @@ func (m *apiMonitor) check(ctx context.Context) {
 }
 
 // quiet reports whether the grace period after the last deletion is over,
-// and if so marks m stopped, under the same lock as memcachedDeleted.
-func (m *apiMonitor) quiet() bool {
+// and if so marks m stopped, under the same lock as MemcachedDeleted.
+func (m *APIMonitor) quiet() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if time.Since(m.lastDeleted) < m.grace {
@@ -95,7 +102,7 @@ func (m *apiMonitor) quiet() bool {
 	return true
 }
 
-func (m *apiMonitor) stop() {
+func (m *APIMonitor) stop() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.running = false

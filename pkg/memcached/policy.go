@@ -1,4 +1,4 @@
-package stub
+package memcached
 
 import (
 	"fmt"
@@ -34,8 +34,9 @@ type Policy struct {
 	ForbidKeylessTolerations bool
 }
 
-// check returns why m is outside p, or nil.
-func (p Policy) check(m *v1alpha1.Memcached) error {
+// Check returns why m is outside p, or nil. The handler refuses such an m
+// before it changes anything.
+func (p Policy) Check(m *v1alpha1.Memcached) error {
 	if image := m.Spec.Image; image != "" && len(p.ImagePrefixes) > 0 && !slices.ContainsFunc(p.ImagePrefixes, func(prefix string) bool { return strings.HasPrefix(image, prefix) }) {
 		return fmt.Errorf("spec.image %q does not start with one of the prefixes the operator allows (%s)", image, strings.Join(p.ImagePrefixes, ", "))
 	}

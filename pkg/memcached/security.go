@@ -1,4 +1,4 @@
-package stub
+package memcached
 
 import (
 	"strconv"
@@ -122,11 +122,11 @@ func secretVolumes(m *v1alpha1.Memcached) ([]corev1.Volume, []corev1.VolumeMount
 // needsSidecar reports whether m's pods run the sidecar: to refresh
 // certificates with TLS, and to serve metrics with monitoring.
 func needsSidecar(m *v1alpha1.Memcached) bool {
-	return m.Spec.TLS != nil || monitored(m)
+	return m.Spec.TLS != nil || Monitored(m)
 }
 
-// monitored reports whether m asks for metrics.
-func monitored(m *v1alpha1.Memcached) bool {
+// Monitored reports whether m asks for metrics.
+func Monitored(m *v1alpha1.Memcached) bool {
 	return m.Spec.Monitoring != nil && m.Spec.Monitoring.Enabled
 }
 
@@ -162,7 +162,7 @@ func sidecarContainer(m *v1alpha1.Memcached, image string, mounts []corev1.Volum
 		},
 		SecurityContext: security,
 	}
-	if monitored(m) {
+	if Monitored(m) {
 		c.Args = append(c.Args, "--metrics-addr=:"+strconv.Itoa(metricsPort))
 		c.Ports = []corev1.ContainerPort{{Name: metricsPortName, ContainerPort: metricsPort, Protocol: corev1.ProtocolTCP}}
 	}

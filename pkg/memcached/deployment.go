@@ -1,4 +1,4 @@
-package stub
+package memcached
 
 import (
 	"encoding/json"
@@ -24,11 +24,11 @@ const (
 	// memcachedUID is the uid of the "memcache" user in the official memcached
 	// images. The kubelet can only enforce runAsNonRoot for numeric users.
 	memcachedUID = 11211
-	// templateHashAnnotation, on the Deployment's pod template and so on
+	// TemplateHashAnnotation, on the Deployment's pod template and so on
 	// every pod, holds a hash of the pod template the operator wants. The
 	// reconcile compares hashes, not templates, so that its caches need not
 	// hold pod templates, and tells pods of an older template by it.
-	templateHashAnnotation = "cache.example.com/template-hash"
+	TemplateHashAnnotation = "cache.example.com/template-hash"
 	// terminationGracePeriod is how long the kubelet lets a memcached pod
 	// stop: the preStop pause, then memcached closing its connections.
 	terminationGracePeriod = 15
@@ -36,7 +36,7 @@ const (
 	// endpoints controller removes the pod from the Service and clients
 	// that watch it stop sending new requests there.
 	preStopSleepSeconds = 5
-	// progressDeadlineSeconds is how long a roll or a scale of a memcached
+	// ProgressDeadlineSeconds is how long a roll or a scale of a memcached
 	// Deployment may go without another pod becoming available before the
 	// Deployment controller reports ProgressDeadlineExceeded, which the
 	// Memcached's Degraded condition takes over (see stuck). The clock
@@ -48,22 +48,22 @@ const (
 	// and still tell within five minutes what no pod's state explains, such
 	// as a pod that stays ContainerCreating; half of Kubernetes' default of
 	// 600 s, which was set for workloads that take minutes to start.
-	progressDeadlineSeconds = 300
+	ProgressDeadlineSeconds = 300
 	// hostnameTopologyKey is the node label that tells nodes apart, for
 	// spreading the pods; client-go 1.11 has no constant for it.
 	hostnameTopologyKey = "kubernetes.io/hostname"
 )
 
-// newDeploymentForMemcached returns the Deployment that runs m's memcached
+// NewDeployment returns the Deployment that runs m's memcached
 // pods, with defaultImage unless m names its own, and sidecarImage when m's
 // TLS or monitoring needs the sidecar. It holds what client-go 1.11's types
-// can express; deploymentManifest adds the rest. The reconcile
+// can express; DeploymentManifest adds the rest. The reconcile
 // creates it as is and afterwards manages its replica count, its progress
-// deadline and, by templateHashAnnotation, its pod template and strategy.
-func newDeploymentForMemcached(m *v1alpha1.Memcached, defaultImage, sidecarImage string) *appsv1.Deployment {
-	labels := labelsForMemcached(m.Name)
+// deadline and, by TemplateHashAnnotation, its pod template and strategy.
+func NewDeployment(m *v1alpha1.Memcached, defaultImage, sidecarImage string) *appsv1.Deployment {
+	labels := Labels(m.Name)
 	replicas := m.Spec.Size
-	deadline := int32(progressDeadlineSeconds)
+	deadline := int32(ProgressDeadlineSeconds)
 	surge, unavailable := intstr.FromInt(1), intstr.FromInt(0)
 	return &appsv1.Deployment{
 		TypeMeta: metav1.TypeMeta{
@@ -86,7 +86,7 @@ func newDeploymentForMemcached(m *v1alpha1.Memcached, defaultImage, sidecarImage
 			},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       memcachedPodSpec(m, defaultImage, sidecarImage),
+				Spec:       PodSpec(m, defaultImage, sidecarImage),
 			},
 			ProgressDeadlineSeconds: &deadline,
 		},
@@ -100,16 +100,16 @@ func childMeta(m *v1alpha1.Memcached) metav1.ObjectMeta {
 	return metav1.ObjectMeta{
 		Name:      m.Name,
 		Namespace: m.Namespace,
-		Labels:    labelsForMemcached(m.Name),
+		Labels:    Labels(m.Name),
 		OwnerReferences: []metav1.OwnerReference{
 			*metav1.NewControllerRef(m, v1alpha1.SchemeGroupVersion.WithKind(v1alpha1.Kind)),
 		},
 	}
 }
 
-// memcachedPodSpec is a pod that Pod Security "restricted" admits, running
+// PodSpec is a pod that Pod Security "restricted" admits, running
 // memcached as m's spec asks.
-func memcachedPodSpec(m *v1alpha1.Memcached, defaultImage, sidecarImage string) corev1.PodSpec {
+func PodSpec(m *v1alpha1.Memcached, defaultImage, sidecarImage string) corev1.PodSpec {
 	nonRoot := true
 	noEscalation := false
 	readOnlyRoot := true
@@ -193,9 +193,9 @@ func memcachedCommand(m *v1alpha1.Memcached) []string {
 	), securityArgs(m)...)
 }
 
-// deploymentManifest returns d as the object to send to the API server, with
+// DeploymentManifest returns d as the object to send to the API server, with
 // the fields that client-go 1.11's types cannot express, and the hash of its
-// pod template in templateHashAnnotation. Those fields are:
+// pod template in TemplateHashAnnotation. Those fields are:
 //   - a RuntimeDefault seccomp profile, which Pod Security "restricted"
 //     requires since Kubernetes 1.19 replaced the seccomp annotations with
 //     a field;
@@ -203,8 +203,8 @@ func memcachedCommand(m *v1alpha1.Memcached) []string {
 //     ReplicaSet (matchLabelKeys), so that a roll spreads the new pods too;
 //   - a preStop pause of preStopSleepSeconds, which needs no shell in the
 //     image.
-func deploymentManifest(d *appsv1.Deployment) (*unstructured.Unstructured, error) {
-	u, err := toManifest(d)
+func DeploymentManifest(d *appsv1.Deployment) (*unstructured.Unstructured, error) {
+	u, err := ToManifest(d)
 	if err != nil {
 		return nil, fmt.Errorf("failed to convert deployment %s/%s: %v", d.Namespace, d.Name, err)
 	}
@@ -219,13 +219,13 @@ func deploymentManifest(d *appsv1.Deployment) (*unstructured.Unstructured, error
 	if err != nil {
 		return nil, fmt.Errorf("failed to hash the pod template of deployment %s/%s: %v", d.Namespace, d.Name, err)
 	}
-	if err := unstructured.SetNestedField(u.Object, hash, "spec", "template", "metadata", "annotations", templateHashAnnotation); err != nil {
+	if err := unstructured.SetNestedField(u.Object, hash, "spec", "template", "metadata", "annotations", TemplateHashAnnotation); err != nil {
 		return nil, fmt.Errorf("failed to annotate the pod template of deployment %s/%s: %v", d.Namespace, d.Name, err)
 	}
 	return u, nil
 }
 
-// addModernPodFields sets the pod template fields of deploymentManifest in u.
+// addModernPodFields sets the pod template fields of DeploymentManifest in u.
 func addModernPodFields(u *unstructured.Unstructured, labels map[string]string) error {
 	podSpec := []string{"spec", "template", "spec"}
 	if err := unstructured.SetNestedField(u.Object, "RuntimeDefault", append(podSpec, "securityContext", "seccompProfile", "type")...); err != nil {
@@ -275,24 +275,24 @@ func shortHash(v interface{}) (string, error) {
 	return strconv.FormatUint(h.Sum64(), 36), nil
 }
 
-// templateOf returns the hash of d's pod template, as templateHashAnnotation
+// TemplateOf returns the hash of d's pod template, as TemplateHashAnnotation
 // records it; "" for a template the operator has not annotated.
-func templateOf(d *appsv1.Deployment) string {
-	return d.Spec.Template.Annotations[templateHashAnnotation]
+func TemplateOf(d *appsv1.Deployment) string {
+	return d.Spec.Template.Annotations[TemplateHashAnnotation]
 }
 
-// manifestTemplateHash returns the hash that deploymentManifest recorded in
+// ManifestTemplateHash returns the hash that DeploymentManifest recorded in
 // manifest's pod template.
-func manifestTemplateHash(manifest *unstructured.Unstructured) string {
-	hash, _, _ := unstructured.NestedString(manifest.Object, "spec", "template", "metadata", "annotations", templateHashAnnotation)
+func ManifestTemplateHash(manifest *unstructured.Unstructured) string {
+	hash, _, _ := unstructured.NestedString(manifest.Object, "spec", "template", "metadata", "annotations", TemplateHashAnnotation)
 	return hash
 }
 
-// templatePatch is a JSON patch that sets the pod template and the strategy
+// TemplatePatch is a JSON patch that sets the pod template and the strategy
 // of the Deployment with UID uid to those of manifest, whole: fields the
 // desired template leaves out, such as a nodeSelector removed from the
 // spec, go too.
-func templatePatch(uid types.UID, manifest *unstructured.Unstructured) ([]byte, error) {
+func TemplatePatch(uid types.UID, manifest *unstructured.Unstructured) ([]byte, error) {
 	template, _, err := unstructured.NestedMap(manifest.Object, "spec", "template")
 	if err != nil {
 		return nil, err
@@ -301,7 +301,7 @@ func templatePatch(uid types.UID, manifest *unstructured.Unstructured) ([]byte, 
 	if err != nil {
 		return nil, err
 	}
-	return jsonPatchSet(uid, map[string]interface{}{
+	return JSONPatchSet(uid, map[string]interface{}{
 		"/spec/template": template,
 		"/spec/strategy": strategy,
 	})

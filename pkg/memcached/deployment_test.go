@@ -1,4 +1,4 @@
-package stub
+package memcached_test
 
 import (
 	"reflect"
@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/example-inc/memcached-operator/pkg/memcached"
+	"github.com/example-inc/memcached-operator/pkg/memcached/memcachedtest"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -23,9 +25,9 @@ func TestNewDeploymentForMemcached(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newMemcached("example", tt.size)
+			m := memcachedtest.NewMemcached("example", tt.size)
 
-			d := newDeploymentForMemcached(m, tt.image, testSidecarImage)
+			d := memcached.NewDeployment(m, tt.image, memcachedtest.SidecarImage)
 
 			if d.APIVersion != "apps/v1" || d.Kind != "Deployment" {
 				t.Errorf("TypeMeta: got %s %s, want apps/v1 Deployment", d.APIVersion, d.Kind)
@@ -43,8 +45,8 @@ func TestNewDeploymentForMemcached(t *testing.T) {
 			if d.Spec.Replicas == nil || *d.Spec.Replicas != tt.size {
 				t.Errorf("replicas: got %v, want %d", d.Spec.Replicas, tt.size)
 			}
-			if s := d.Spec.ProgressDeadlineSeconds; s == nil || *s != progressDeadlineSeconds {
-				t.Errorf("progressDeadlineSeconds: got %v, want %d", s, progressDeadlineSeconds)
+			if s := d.Spec.ProgressDeadlineSeconds; s == nil || *s != memcached.ProgressDeadlineSeconds {
+				t.Errorf("progressDeadlineSeconds: got %v, want %d", s, memcached.ProgressDeadlineSeconds)
 			}
 			refs := d.OwnerReferences
 			if len(refs) != 1 || refs[0].UID != m.UID || refs[0].Kind != v1alpha1.Kind ||
@@ -77,7 +79,7 @@ func TestNewDeploymentForMemcached(t *testing.T) {
 var joinedShortOption = regexp.MustCompile(`^-[A-Za-z]=`)
 
 func TestMemcachedCommand(t *testing.T) {
-	container := newDeploymentForMemcached(newMemcached("example", 1), testImage, testSidecarImage).Spec.Template.Spec.Containers[0]
+	container := memcached.NewDeployment(memcachedtest.NewMemcached("example", 1), memcachedtest.Image, memcachedtest.SidecarImage).Spec.Template.Spec.Containers[0]
 	command := container.Command
 	for _, arg := range command {
 		if joinedShortOption.MatchString(arg) {
@@ -88,8 +90,8 @@ func TestMemcachedCommand(t *testing.T) {
 		option string
 		want   int
 	}{
-		{option: "-m", want: defaultCacheMB},
-		{option: "-p", want: memcachedPort},
+		{option: "-m", want: memcached.DefaultCacheMB},
+		{option: "-p", want: memcached.MemcachedPort},
 	}
 	for _, tt := range tests {
 		t.Run(tt.option, func(t *testing.T) {
@@ -103,7 +105,7 @@ func TestMemcachedCommand(t *testing.T) {
 		})
 	}
 	limit := container.Resources.Limits[corev1.ResourceMemory]
-	cache := resource.NewQuantity(defaultCacheMB<<20, resource.BinarySI)
+	cache := resource.NewQuantity(memcached.DefaultCacheMB<<20, resource.BinarySI)
 	if cache.Cmp(limit) >= 0 {
 		t.Errorf("cache of %s does not fit the memory limit of %s", cache, &limit)
 	}
@@ -120,7 +122,7 @@ func optionValue(command []string, option string) (string, bool) {
 }
 
 func TestNewDeploymentForMemcachedIsRestricted(t *testing.T) {
-	spec := newDeploymentForMemcached(newMemcached("example", 1), testImage, testSidecarImage).Spec.Template.Spec
+	spec := memcached.NewDeployment(memcachedtest.NewMemcached("example", 1), memcachedtest.Image, memcachedtest.SidecarImage).Spec.Template.Spec
 	psc := spec.SecurityContext
 	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser == 0 {
 		t.Errorf("pod securityContext: got %+v, want runAsNonRoot with a numeric non-zero user", psc)
@@ -135,9 +137,9 @@ func TestNewDeploymentForMemcachedIsRestricted(t *testing.T) {
 }
 
 func TestDeploymentManifest(t *testing.T) {
-	d := newDeploymentForMemcached(newMemcached("example", 2), testImage, testSidecarImage)
+	d := memcached.NewDeployment(memcachedtest.NewMemcached("example", 2), memcachedtest.Image, memcachedtest.SidecarImage)
 
-	u, err := deploymentManifest(d)
+	u, err := memcached.DeploymentManifest(d)
 	if err != nil {
 		t.Fatalf("deploymentManifest: %v", err)
 	}

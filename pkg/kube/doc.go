@@ -1,0 +1,59 @@
+// Package kube holds the operator's API clients: CachedClient, which the
+// handler in package stub reads and writes a Memcached's children through,
+// the informers that fill its caches, and the APIMonitor, which says in the
+// log when the Memcached API goes and comes back. NewClients builds the REST
+// clients they need from the operator's configuration.
+//
+// # Reads without requests
+//
+// The SDK's client sends every read to the API server, at client-go 1.11's
+// default 5 requests per second. CachedClient reads informer caches of one
+// namespace instead, so a reconcile that changes nothing sends no request
+// (but one GET of its ServiceMonitor with monitoring: no cache watches a
+// CRD that may come and go), and writes through clients with the operator's
+// own limits (--kube-api-qps, --kube-api-burst).
+//
+// # Children's changes
+//
+// The SDK's informers are private, so informers.go runs informers of its
+// own for the Deployments, Services, PodDisruptionBudgets and pods labelled
+// app=memcached. Built-in types travel as protobuf, except budgets:
+// client-go 1.11 knows only policy/v1beta1, which Kubernetes 1.25 removed,
+// so budgets travel as policy/v1 JSON decoded into the 1.11 types, whose
+// fields used here have the same names. The caches hold trimmed copies (a
+// pod keeps only what the status reads; a Deployment, only its template's
+// hash and roll annotations and the conditions that say it is stuck), and
+// pods are indexed by Memcached, so a reconcile costs the same with ten
+// resources or a thousand. A child's change queues its Memcached
+// (OnChildChange), which the handler batches over
+// --child-updates-batch-period, as the Endpoints controllers batch pod
+// updates, so that a pod's start costs one status write; a pod update that
+// changes nothing the status reads queues nothing
+// (TestTrimmedPodsGiveTheSameStatus, TestDeploymentChanged).
+//
+// # No read after a create
+//
+// A child the cache has not shown yet is created at once and the created
+// object kept until the cache shows it; only a create that finds the name
+// taken reads the API server, to see whose the object is, so a child of an
+// earlier resource of the same name that the cache still shows does not
+// stand in the way (TestPhantomChildIsCreatedAnew in package stub,
+// TestCachedClientForgetsAChildTheCacheSawGo). Every patch tests the
+// child's UID first, and a patch refused because the child was replaced
+// returns ErrReplaced.
+//
+// # Requests that hang
+//
+// The reconcile's clients should have a request timeout (main gives them
+// --kube-api-timeout), so that a request left unanswered fails and its
+// Memcached is retried instead of holding a worker; the informers list and
+// watch through twin clients without it (Clients), since client-go 1.11
+// would cut every watch at that timeout too.
+//
+// # The CRD going away
+//
+// With no informer of its own on Memcached, the APIMonitor learns that the
+// Memcached API is gone by asking discovery, every apiCheckInterval, only
+// after Memcached deletions and until apiCheckGrace after the last one
+// (deleting a CRD deletes every Memcached first).
+package kube

@@ -1,0 +1,58 @@
+// Package memcached holds what a Memcached asks for, as pure functions of
+// it: the children's desired objects (deployment.go, service.go, pdb.go,
+// servicemonitor.go), the spec's rules and defaults (spec.go, extraargs.go,
+// security.go) and the bounds of the operator's policy flags (policy.go),
+// the status it should have given what the caches show (status.go), and
+// the reasons that conditions and Events give (reasons.go). It imports no
+// client: nothing here reads the cluster, logs or keeps state, so that
+// every rule is tested as a table of inputs and outputs, and package stub,
+// which holds the handler, only decides when to apply them.
+//
+// # Children
+//
+// Every child is named after the Memcached, labelled by Labels
+// and controlled by it. An object of that name that another owner controls
+// is never changed: it is reported as NotOwned in Degraded and an Event.
+//
+// The Deployment rolls one pod at a time (maxSurge 1, maxUnavailable 0), so
+// Ready pods never drop below spec.size. Whether its template is current is
+// decided by a hash of the desired template (TemplateHashAnnotation, on every
+// pod too), not by comparing templates, so that the caches need not hold pod
+// templates and pods of an older template are told apart; an edit of the
+// template by hand stays until the spec changes. progressDeadlineSeconds is
+// 300: the Deployment controller restarts that clock with every pod that
+// becomes available, so it bounds one pod's start; Deployments of earlier
+// versions get it by a patch of that field alone, which rolls nothing
+// (TestSetsTheProgressDeadlineOfExistingDeployments). A pod being deleted keeps
+// serving for 5 s (a preStop sleep, which needs no shell in the image) while it
+// leaves the Service's endpoints.
+//
+// The Service is headless, so cluster DNS and its EndpointSlices give every
+// Ready pod, which is how memcached clients find their servers. A Service
+// someone gave a cluster IP is deleted and recreated, since a cluster IP
+// cannot be removed. The budget (maxUnavailable 1) exists only while
+// spec.size is above 1: at 0 or 1 it would protect nothing or block every
+// drain.
+//
+// spec.tls and spec.auth name Secrets that the operator never reads
+// (security.go): the pods mount them, and the memcached container refers to
+// each key it needs through an environment value it never uses, so that a
+// missing Secret or key shows as the kubelet's CreateContainerConfigError,
+// which the status reports like any other pod failure. With spec.tls or
+// spec.monitoring the pods run a sidecar (pkg/sidecar) that reloads
+// certificates and serves memcached's stats; a new --sidecar-image rolls
+// with the fleet's pacing.
+//
+// # Status
+//
+// The status says which pods a Memcached has (status.nodes, sorted), how
+// many are Ready, and three conditions: Available, Progressing and Degraded
+// (ComputeStatus). The failing pod reported is the first by name, and the
+// kubelet's back-off delays and restart counts are left out of messages, so
+// a crash loop does not change the status on every restart.
+//
+// The spec is checked again (ValidateSpec, spec.go) with the same patterns
+// and messages as the CRD's rules (TestCRDHasTheSameRules), for resources
+// stored before the schema had them: an invalid spec is reported as
+// InvalidSpec and nothing is created or changed.
+package memcached

@@ -1,0 +1,206 @@
+// Package memcachedtest holds the test fixtures that the tests of the
+// memcached, kube and stub packages share: Memcacheds as the API server
+// stores them and pods as the kubelet reports them.
+package memcachedtest
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/example-inc/memcached-operator/pkg/memcached"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1beta1 "k8s.io/api/policy/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Image is the memcached image the tests' handlers run by default.
+const Image = "example.com/memcached:test"
+
+// SidecarImage is the sidecar image the tests' handlers run.
+const SidecarImage = "example.com/memcached-sidecar:test"
+
+// Now is the time the tests' handlers read from their clock.
+var Now = metav1.NewTime(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+
+// CurrentHash is the hash of the pod template m asks for, with Image.
+func CurrentHash(m *v1alpha1.Memcached) string {
+	u, err := memcached.DeploymentManifest(memcached.NewDeployment(m, Image, SidecarImage))
+	if err != nil {
+		panic(err)
+	}
+	return memcached.ManifestTemplateHash(u)
+}
+
+// NewMemcached returns a Memcached as the API server would store it.
+func NewMemcached(name string, size int32) *v1alpha1.Memcached {
+	return &v1alpha1.Memcached{
+		TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.APIVersion(), Kind: v1alpha1.Kind},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:       name,
+			Namespace:  "test",
+			UID:        types.UID("uid-" + name),
+			Generation: 1,
+		},
+		Spec: v1alpha1.MemcachedSpec{Size: size},
+	}
+}
+
+// NewPod returns a pod of m's Deployment, of its current pod template, in
+// the given phase and readiness.
+func NewPod(m *v1alpha1.Memcached, name string, phase corev1.PodPhase, ready bool) *corev1.Pod {
+	readiness := corev1.ConditionFalse
+	if ready {
+		readiness = corev1.ConditionTrue
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: m.Namespace, Labels: memcached.Labels(m.Name),
+			Annotations: map[string]string{memcached.TemplateHashAnnotation: CurrentHash(m)},
+		},
+		Status: corev1.PodStatus{
+			Phase:      phase,
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: readiness}},
+		},
+	}
+}
+
+// WithContainers gives p the container statuses the kubelet reports.
+func WithContainers(p *corev1.Pod, statuses ...corev1.ContainerStatus) *corev1.Pod {
+	p.Status.ContainerStatuses = statuses
+	return p
+}
+
+// CrashLooping is the status of the memcached container while the kubelet
+// waits backOff before its next restart after the one it has counted.
+func CrashLooping(pod, backOff string, restarts int32) corev1.ContainerStatus {
+	return corev1.ContainerStatus{
+		Name:         "memcached",
+		RestartCount: restarts,
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
+			Reason:  "CrashLoopBackOff",
+			Message: fmt.Sprintf("back-off %s restarting failed container=memcached pod=%s_test(uid-%s)", backOff, pod, pod),
+		}},
+		LastTerminationState: corev1.ContainerState{Terminated: &MemcachedExit},
+	}
+}
+
+// MemcachedExit is how memcached 1.6 exits when given "-m=64", with the
+// termination message that FallbackToLogsOnError takes from its log.
+var MemcachedExit = corev1.ContainerStateTerminated{
+	ExitCode: 64,
+	Reason:   "Error",
+	Message:  "Cannot set item size limit higher than 1/2 of memory max.\n",
+}
+
+// Waiting is the status of a container that waits for reason.
+func Waiting(name, reason, message string) corev1.ContainerStatus {
+	return corev1.ContainerStatus{
+		Name:  name,
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: message}},
+	}
+}
+
+// Int32p returns a pointer to v, for the optional fields of a spec.
+func Int32p(v int32) *int32 { return &v }
+
+// ManifestHash returns the template hash memcached.DeploymentManifest gives m.
+func ManifestHash(t *testing.T, m *v1alpha1.Memcached, image string) string {
+	t.Helper()
+	u, err := memcached.DeploymentManifest(memcached.NewDeployment(m, image, SidecarImage))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := memcached.ManifestTemplateHash(u)
+	if h == "" {
+		t.Fatalf("the manifest's pod template has no %s", memcached.TemplateHashAnnotation)
+	}
+	return h
+}
+
+// Messages of the ReplicaSet controller's FailedCreate, as the API server
+// refuses a pod for each cause, and of the Deployment controller's deadline.
+const (
+	QuotaRefusal         = `pods "example-6b7f9c5d4-x2k9p" is forbidden: exceeded quota: pods, requested: pods=1, used: pods=2, limited: pods=2`
+	PriorityClassRefusal = `pods "example-6b7f9c5d4-" is forbidden: no PriorityClass with name no-such-class was found`
+	LimitRangeRefusal    = `pods "example-6b7f9c5d4-q8vnm" is forbidden: maximum memory usage per Container is 64Mi, but limit is 128Mi`
+	AdmissionRefusal     = `pods "example-6b7f9c5d4-7wz4c" is forbidden: ValidatingAdmissionPolicy 'no-memcached' with binding 'no-memcached' denied request: memcached is not allowed here`
+	DeadlineMessage      = `ReplicaSet "example-6b7f9c5d4" has timed out progressing.`
+)
+
+// ReplicaFailure is the Deployment condition of a ReplicaSet that cannot
+// create its pods, as the API server refused them with message.
+func ReplicaFailure(message string) appsv1.DeploymentCondition {
+	return appsv1.DeploymentCondition{Type: appsv1.DeploymentReplicaFailure, Status: corev1.ConditionTrue, Reason: "FailedCreate", Message: message}
+}
+
+// DeadlineExceeded is the Deployment condition of a rollout past its
+// progressDeadlineSeconds.
+var DeadlineExceeded = appsv1.DeploymentCondition{
+	Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: memcached.ReasonProgressDeadlineExceeded, Message: DeadlineMessage,
+}
+
+// WithMonitoring returns a copy of m with monitoring on or off.
+func WithMonitoring(m *v1alpha1.Memcached, on bool) *v1alpha1.Memcached {
+	m = m.DeepCopy()
+	m.Spec.Monitoring = nil
+	if on {
+		m.Spec.Monitoring = &v1alpha1.MemcachedMonitoring{Enabled: true}
+	}
+	return m
+}
+
+// FirstEndpoint returns the first endpoint of a ServiceMonitor's spec.
+func FirstEndpoint(spec map[string]interface{}) map[string]interface{} {
+	return spec["endpoints"].([]interface{})[0].(map[string]interface{})
+}
+
+// OwnedDeployment is m's Deployment as the operator creates it, with the
+// current template hash and m's spec recorded, and with replicas.
+func OwnedDeployment(m *v1alpha1.Memcached, replicas int32) *appsv1.Deployment {
+	d := memcached.NewDeployment(m, Image, SidecarImage)
+	d.UID = "uid-deployment"
+	d.Spec.Replicas = &replicas
+	d.Spec.Template.Annotations = map[string]string{memcached.TemplateHashAnnotation: CurrentHash(m), memcached.SpecHashAnnotation: MustSpecHash(m)}
+	return d
+}
+
+// MustSpecHash is m's memcached.SpecHash.
+func MustSpecHash(m *v1alpha1.Memcached) string {
+	h, err := memcached.SpecHash(m)
+	if err != nil {
+		panic(err)
+	}
+	return h
+}
+
+// OwnedService is m's Service as the operator creates it.
+func OwnedService(m *v1alpha1.Memcached) *corev1.Service {
+	s := memcached.NewService(m)
+	s.UID = "uid-service"
+	return s
+}
+
+// OwnedBudget is m's PodDisruptionBudget as the operator creates it.
+func OwnedBudget(m *v1alpha1.Memcached) *policyv1beta1.PodDisruptionBudget {
+	p := memcached.NewPodDisruptionBudget(m)
+	p.UID = "uid-pdb"
+	return p
+}
+
+// PacedDeployment is m's Deployment right after a paced roll to Image.
+func PacedDeployment(m *v1alpha1.Memcached, replicas int32) *appsv1.Deployment {
+	d := OwnedDeployment(m, replicas)
+	d.Spec.Template.Annotations[memcached.PacedRollAnnotation] = "true"
+	return d
+}
+
+// StrictPolicy is a memcached.Policy with every check on.
+var StrictPolicy = memcached.Policy{
+	ImagePrefixes:            []string{"registry.example.com/cache/", "docker.io/library/memcached:"},
+	PriorityClasses:          []string{"cache-low", "cache-high"},
+	ForbidKeylessTolerations: true,
+}

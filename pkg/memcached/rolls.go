@@ -1,0 +1,97 @@
+package memcached
+
+import (
+	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+const (
+	// SpecHashAnnotation, on the Deployment's pod template, holds a hash of
+	// the Memcached's spec, without spec.size, that the template was built
+	// from. When the template differs from the desired one but the spec does
+	// not differ from the recorded one, the difference is the operator's.
+	// It is set after the template is hashed, so that it never rolls pods by
+	// itself.
+	SpecHashAnnotation = "cache.example.com/spec-hash"
+	// PacedRollAnnotation, on the Deployment's pod template, marks a
+	// template set by a paced roll. Such a Deployment holds a roll slot for
+	// as long as a live pod of another template is left.
+	PacedRollAnnotation = "cache.example.com/paced-roll"
+
+	// ReasonRollPending is the reason of a Progressing condition that is
+	// True while the operator's pod template changed for the Memcached and
+	// it waits for a slot among --max-concurrent-rolls.
+	ReasonRollPending = "RollPending"
+)
+
+// SpecHash is a short hash of m's spec without spec.size, which the
+// Deployment's replicas carry instead of its template.
+func SpecHash(m *v1alpha1.Memcached) (string, error) {
+	spec := m.Spec.DeepCopy()
+	spec.Size = 0
+	return shortHash(spec)
+}
+
+// OperatorChanged reports whether d's pod template, which differs from the
+// one m asks for, differs because of the operator rather than m's spec: the
+// template records the spec it was built from and m's spec is still that
+// one. A template of an operator version that recorded no spec counts as
+// the operator's when the status shows that the operator has seen m's
+// current generation, since it then applied it already.
+func OperatorChanged(m *v1alpha1.Memcached, d *appsv1.Deployment) bool {
+	recorded, ok := d.Spec.Template.Annotations[SpecHashAnnotation]
+	if !ok {
+		return m.Status.ObservedGeneration == m.Generation
+	}
+	current, err := SpecHash(m)
+	return err == nil && recorded == current
+}
+
+// PacedRollInFlight reports whether d holds a roll slot: its template was
+// set by a paced roll and a live pod of another template is left.
+func PacedRollInFlight(d *appsv1.Deployment, pods []*corev1.Pod) bool {
+	if d.Spec.Template.Annotations[PacedRollAnnotation] == "" {
+		return false
+	}
+	for _, p := range livePods(pods) {
+		if isOutdated(p, TemplateOf(d)) {
+			return true
+		}
+	}
+	return false
+}
+
+// WithPacedRoll returns a copy of manifest whose pod template carries
+// PacedRollAnnotation.
+func WithPacedRoll(manifest *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	u := manifest.DeepCopy()
+	err := unstructured.SetNestedField(u.Object, "true", "spec", "template", "metadata", "annotations", PacedRollAnnotation)
+	return u, err
+}
+
+// RecordSpec sets SpecHashAnnotation for m on manifest's pod template.
+func RecordSpec(manifest *unstructured.Unstructured, m *v1alpha1.Memcached) error {
+	hash, err := SpecHash(m)
+	if err != nil {
+		return err
+	}
+	return unstructured.SetNestedField(manifest.Object, hash, "spec", "template", "metadata", "annotations", SpecHashAnnotation)
+}
+
+// RollAnnotations returns the annotations of a pod template that the
+// reconcile reads: the template hash and the roll's record, or nil
+// without any of them.
+func RollAnnotations(annotations map[string]string) map[string]string {
+	var out map[string]string
+	for _, k := range []string{TemplateHashAnnotation, SpecHashAnnotation, PacedRollAnnotation} {
+		if v, ok := annotations[k]; ok {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
+	}
+	return out
+}

@@ -177,6 +177,10 @@ const (
 // worker reads and deletes entries, unlocked (pkg/sdk/informer.go,
 // informer-sync.go). The deletes reach it (3 reports in a run of 2026-11-30);
 // startRaceOperator logs those and fails on any other race.
+//
+// It runs serially: it scales the cluster's KWOK nodes, and its 1,000
+// resources keep the 2-core machine's control plane busy for minutes, which
+// would stretch other tests past their deadlines.
 func TestMassDelete(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t, slug(t.Name()))
@@ -400,6 +404,7 @@ type write struct {
 // answer with the highest generation), and the operator then goes quiet:
 // no error loop in its log, no Events piling up.
 func TestConcurrentWriters(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(t, slug(t.Name()))
 	op := ns.startRaceOperator()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -113,8 +114,12 @@ func (e *CommandError) Error() string {
 	return fmt.Sprintf("%s: %v: %s", strings.Join(e.Args, " "), e.Err, e.Stderr)
 }
 
-// IsNotFound reports whether err is a kubectl error for a missing object.
+// IsNotFound reports whether err is a kubectl error, or a read's, for a missing
+// object.
 func IsNotFound(err error) bool {
+	if errors.Is(err, errNotFound) {
+		return true
+	}
 	ce, ok := err.(*CommandError)
 	return ok && strings.Contains(ce.Stderr, "(NotFound)")
 }

@@ -20,6 +20,9 @@ SIDECAR_IMG ?= quay.io/example/memcached-sidecar:v$(VERSION)
 # SIDECAR_IMAGE, when set, is the sidecar image that `make deploy` gives the operator
 # (its SIDECAR_IMAGE); empty keeps deploy/operator.yaml's.
 SIDECAR_IMAGE ?=
+# E2E_PARALLEL is how many parallel tests of one suite `make e2e` runs at once; the
+# suites wait on the control plane and timers more than they compute.
+E2E_PARALLEL ?= 4
 # N and SIZE are the number of Memcached resources and their size in `make bench`.
 N ?= 1000
 SIZE ?= 2
@@ -143,7 +146,7 @@ e2e: build tools ## Run the end-to-end suites (fake nodes, real node, image, OLM
 	@registry_was_up=false; test/scripts/registry.sh status && registry_was_up=true; \
 	test/scripts/install-deps.sh test; \
 	test/scripts/images.sh build; \
-	rc=0; (cd test && go test -count=1 -timeout 40m -v ./...) || rc=$$?; \
+	rc=0; (cd test && go test -count=1 -timeout 40m -parallel $(E2E_PARALLEL) -v ./...) || rc=$$?; \
 	$$registry_was_up || test/scripts/registry.sh down; \
 	exit $$rc
 

@@ -22,6 +22,7 @@ import (
 //     so the refusal is the plugin's and not RBAC's on Services;
 //   - the operator's, bound by deploy/rbac.yaml, is allowed.
 func TestOwnerReferencesPermissionEnforcement(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t, "admission")
 	ctx := context.Background()
 	ns.createMemcached("owner", 1)

@@ -343,6 +343,7 @@ func (ns *namespace) waitService(name string) service {
 // (Degraded=True, ServiceNotOwned), and the garbage collector removes it
 // with the Memcached.
 func TestService(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t, slug(t.Name()))
 	describeChildren(t, ns)
 	ns.startOperator()
@@ -570,6 +571,7 @@ func (ns *namespace) waitNoPDB(name string) {
 // 0 it has none, because a budget of one pod that allows no disruption would
 // block every drain of its node. A deleted budget comes back.
 func TestPodDisruptionBudget(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t, slug(t.Name()))
 	describeChildren(t, ns)
 	ns.startOperator()
@@ -653,6 +655,10 @@ func nodeCounts(pods []annotatedPod) map[string]int {
 // contract's spread constraint, grace period, preStop pause and one-at-a-time
 // rolling update. KWOK nodes have room for every pod, so only the spread
 // constraint can separate them.
+//
+// It runs serially: it counts the KWOK nodes, which TestMassDelete scales,
+// and the even spread is only a scheduler score (ScheduleAnyway) that other
+// tests' pods placed at the same time could tip.
 func TestSpread(t *testing.T) {
 	ns := newNamespace(t, slug(t.Name()))
 	describeChildren(t, ns)
@@ -881,6 +887,7 @@ func (ns *namespace) waitRolledOut(name string, size int) (deploymentDetail, fra
 // The defaults come first: the operator's --memcached-image, the default
 // resources, and memcached's -m derived from the memory limit.
 func TestPodTemplateUpdates(t *testing.T) {
+	t.Parallel()
 	const (
 		size         = 3
 		defaultImage = "registry.example.com/e2e/memcached:default"

@@ -35,6 +35,7 @@ const backoffWindow = 20 * time.Second
 // one Event for all its attempts, and clears the condition by itself once the
 // quota is gone.
 func TestRefusedByQuota(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t, slug(t.Name()))
 	ns.run("create", "quota", "no-deployments", "--hard=count/deployments.apps=0")
 	op := ns.startOperator()
@@ -111,6 +112,7 @@ func TestRefusedByQuota(t *testing.T) {
 // Event, StatusUpdateFailed, whose count grows with the retries instead of
 // new Events piling up. Both clear once deploy/rbac.yaml is applied again.
 func TestRefusedByRBAC(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t, slug(t.Name()))
 	ns.startOperator()
 	ns.createMemcached("cache", 1)

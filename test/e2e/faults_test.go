@@ -43,6 +43,8 @@ var controlPlane = []string{"etcd", "kube-apiserver", "kube-controller-manager",
 // controller manager and the scheduler, which run without leader election,
 // are still running afterwards, and cluster.sh status says the cluster
 // serves.
+//
+// It runs serially: the paused API server and etcd are every test's.
 func TestControlPlaneOutage(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t, slug(t.Name()))
@@ -161,6 +163,8 @@ func TestControlPlaneOutage(t *testing.T) {
 // operator, which deletes every Memcached, then created again. The operator
 // says in its log that the Memcached API is gone, keeps running without
 // spinning, says when the API is back, and serves new Memcacheds at once.
+//
+// It runs serially: every test's Memcacheds go with the CRD.
 func TestCRDDeletedAndRecreated(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t, slug(t.Name()))

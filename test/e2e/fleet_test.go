@@ -22,6 +22,7 @@ import (
 // operator in the middle, that a resource whose own spec changes does not
 // wait for its turn, and that all end on the new template.
 func TestFleetRoll(t *testing.T) {
+	t.Parallel()
 	const (
 		resources = 20
 		size      = 2

@@ -74,7 +74,10 @@ func run(m *testing.M) int {
 	if _, err := admin.Run(ctx, "wait", "--for=condition=Established", "--timeout=60s", "crd/"+crdName); err != nil {
 		return fail(err)
 	}
-	return m.Run()
+	code := m.Run()
+	calls, cpu := framework.KubectlUsage()
+	fmt.Fprintf(os.Stderr, "e2e: %d kubectl calls used %s of CPU\n", calls, cpu.Round(time.Second))
+	return code
 }
 
 func fail(err error) int {

@@ -14,6 +14,7 @@ import (
 // TestCreate: a new Memcached gets a Deployment of spec.size replicas that it
 // controls, its pods go Running, and status.nodes lists them sorted.
 func TestCreate(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t, slug(t.Name()))
 	ns.startOperator()
 	ns.createMemcached("cache", 3)
@@ -73,6 +74,7 @@ func TestCreate(t *testing.T) {
 // and through the scale subresource (`kubectl scale`), reach the Deployment, the
 // pods and status.nodes, without ever rolling out a new pod template.
 func TestScale(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t, slug(t.Name()))
 	ns.startOperator()
 	ns.createMemcached("cache", 1)
@@ -114,6 +116,7 @@ func TestScale(t *testing.T) {
 
 // TestDrift: changes made to the Deployment behind the operator's back are undone.
 func TestDrift(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t, slug(t.Name()))
 	ns.startOperator()
 	ns.createMemcached("cache", 3)
@@ -158,6 +161,7 @@ func TestDrift(t *testing.T) {
 // TestGarbageCollection: deleting a Memcached removes its Deployment, ReplicaSet and
 // pods through their owner references (the operator ignores deletes).
 func TestGarbageCollection(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t, slug(t.Name()))
 	ns.startOperator()
 	ns.createMemcached("cache", 2)
@@ -194,6 +198,7 @@ func TestGarbageCollection(t *testing.T) {
 // control is left untouched, and reported with a Warning Event DeploymentNotOwned
 // and a Degraded condition.
 func TestForeignDeployment(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t, slug(t.Name()))
 	ns.startOperator()
 	ns.apply(`apiVersion: apps/v1
@@ -289,6 +294,7 @@ spec:
 // TestNamespaces: the operator acts only in WATCH_NAMESPACE, and operators in two
 // namespaces manage same-named resources independently.
 func TestNamespaces(t *testing.T) {
+	t.Parallel()
 	a := newNamespace(t, slug(t.Name())+"-a")
 	b := newNamespace(t, slug(t.Name())+"-b")
 	a.startOperator()
@@ -355,6 +361,7 @@ func TestNamespaces(t *testing.T) {
 // converges on everything that changed while it was down, including a change it was
 // killed in the middle of.
 func TestOperatorRestart(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t, slug(t.Name()))
 	op := ns.startOperator()
 	ns.createMemcached("cache", 2)

@@ -11,6 +11,7 @@ import (
 // "restricted", the API server admits both the operator's own pod
 // (deploy/operator.yaml) and the memcached pods the operator creates.
 func TestPodSecurityRestricted(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t, slug(t.Name()))
 	ns.run("label", "namespace", ns.name,
 		"pod-security.kubernetes.io/enforce=restricted",

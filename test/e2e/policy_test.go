@@ -20,6 +20,7 @@ import (
 // nothing here shows memcached starting. An existing Memcached changed to break the policy
 // keeps its Deployment and pods as they were.
 func TestPolicy(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t, slug(t.Name()))
 	allowed, other := ns.name+"-allowed", ns.name+"-other"
 	// Both classes exist, so that only the policy, not a missing class,

@@ -71,6 +71,9 @@ type serviceMonitor struct {
 // ServiceMonitor that scrapes the Service's metrics port, owned by the
 // Memcached; that it deletes it when monitoring is turned off; and that it
 // leaves someone else's ServiceMonitor alone.
+//
+// It runs serially: the ServiceMonitor CRD it installs and deletes is the
+// whole cluster's, and every operator running would follow it.
 func TestServiceMonitorFollowsTheAPI(t *testing.T) {
 	ctx := context.Background()
 	admin := cluster.Kubectl()

@@ -37,6 +37,7 @@ func (ns *namespace) requireStuck(name, cause string) {
 // the Memcached says so with the controller's reason and message, and is
 // healthy again once the cause is gone.
 func TestPodsThatCannotBeCreated(t *testing.T) {
+	t.Parallel()
 	t.Run("a pod quota used up", func(t *testing.T) {
 		ns := newNamespace(t, slug(t.Name()))
 		ns.run("create", "quota", "one-pod", "--hard=pods=1")

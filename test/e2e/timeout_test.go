@@ -15,6 +15,7 @@ import (
 // converges too. The caches' watches, which have no timeout, stay open: each
 // cache listed once.
 func TestStalledRequestTimesOut(t *testing.T) {
+	t.Parallel()
 	// Long enough for the other Memcached to converge while the request is
 	// held; a few seconds on KWOK.
 	const timeout = 20 * time.Second

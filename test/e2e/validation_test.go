@@ -319,6 +319,7 @@ func specHasOnlySize(t *testing.T, ns *namespace, name string) {
 // with a message that says why, or accepted and served: its Deployment and
 // pods converge. Writes to an existing Memcached are checked the same way.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t, slug(t.Name()))
 	ns.startOperator()
 	ctx := context.Background()
@@ -442,6 +443,9 @@ func (ns *namespace) exists(kind, name string) bool {
 // Deployment; the API server still takes that status, since the spec it
 // would now refuse is unchanged; and once the spec is fixed the Memcached
 // converges.
+//
+// It runs serially: for a while the cluster's only Memcached CRD has no
+// rules, which other tests' refusals rely on.
 func TestSpecStoredBeforeTheRules(t *testing.T) {
 	ns := newNamespace(t, slug(t.Name()))
 	ctx := context.Background()
@@ -454,9 +458,24 @@ func TestSpecStoredBeforeTheRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Every later test needs the current CRD.
+	probe := memcachedManifest("probe", "spec:\n  size: 1\n  extraArgs: [\"--threads=0\"]\n")
+	// restore applies the current CRD and waits until the API server
+	// refuses the old spec again.
+	restore := func(ctx context.Context) error {
+		if _, err := admin.Run(ctx, "apply", "-f", paths.Deploy("crd.yaml")); err != nil {
+			return err
+		}
+		return framework.Eventually(ctx, convergeTimeout, "the current CRD to refuse the same spec", func(ctx context.Context) error {
+			if _, err := ns.kubectl.RunWithInput(ctx, probe, "create", "--dry-run=server", "-f", "-"); err == nil {
+				return errors.New("accepted")
+			}
+			return nil
+		})
+	}
+	// Every later test needs the current CRD, the parallel ones its rules
+	// in force as soon as they start.
 	t.Cleanup(func() {
-		if _, err := admin.Run(context.Background(), "apply", "-f", paths.Deploy("crd.yaml")); err != nil {
+		if err := restore(context.Background()); err != nil {
 			t.Errorf("cleanup: restore the CRD: %v", err)
 		}
 	})
@@ -468,16 +487,9 @@ func TestSpecStoredBeforeTheRules(t *testing.T) {
 		_, err := ns.kubectl.RunWithInput(ctx, stored, "create", "-f", "-")
 		return err
 	})
-	if _, err := admin.Run(ctx, "apply", "-f", paths.Deploy("crd.yaml")); err != nil {
+	if err := restore(ctx); err != nil {
 		t.Fatal(err)
 	}
-	probe := memcachedManifest("probe", "spec:\n  size: 1\n  extraArgs: [\"--threads=0\"]\n")
-	ns.eventually("the current CRD to refuse the same spec", func(ctx context.Context) error {
-		if _, err := ns.kubectl.RunWithInput(ctx, probe, "create", "--dry-run=server", "-f", "-"); err == nil {
-			return errors.New("accepted")
-		}
-		return nil
-	})
 
 	ns.startOperator()
 	const why = `spec.extraArgs[0]: "--threads=0": --threads must be a whole number from 1 to 64`

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -61,10 +63,26 @@ func (k Kubectl) RunWithInput(ctx context.Context, stdin string, args ...string)
 	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
+	err := cmd.Run()
+	if cmd.ProcessState != nil {
+		kubectlCalls.Add(1)
+		kubectlCPU.Add(int64(cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()))
+	}
+	if err != nil {
 		return stdout.String(), &CommandError{Args: append([]string{"kubectl"}, full...), Err: err, Stderr: strings.TrimSpace(stderr.String())}
 	}
 	return stdout.String(), nil
+}
+
+// kubectlCalls and kubectlCPU count the kubectl processes this test binary
+// ran and the CPU time they used, for KubectlUsage.
+var kubectlCalls, kubectlCPU atomic.Int64
+
+// KubectlUsage returns how many kubectl processes the test binary has run and
+// the CPU time (user and system) they used: on a 2-core machine the polls of
+// many tests at once cost real time, and a suite prints this at its end.
+func KubectlUsage() (calls int64, cpu time.Duration) {
+	return kubectlCalls.Load(), time.Duration(kubectlCPU.Load())
 }
 
 // Apply applies a manifest given as text.
@@ -96,8 +114,12 @@ func (e *CommandError) Error() string {
 	return fmt.Sprintf("%s: %v: %s", strings.Join(e.Args, " "), e.Err, e.Stderr)
 }
 
-// IsNotFound reports whether err is a kubectl error for a missing object.
+// IsNotFound reports whether err is a kubectl error, or a read's, for a missing
+// object.
 func IsNotFound(err error) bool {
+	if errors.Is(err, errNotFound) {
+		return true
+	}
 	ce, ok := err.(*CommandError)
 	return ok && strings.Contains(ce.Stderr, "(NotFound)")
 }

@@ -3,11 +3,13 @@ package framework
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"slices"
 	"sort"
 )
 
-// The types below decode just the fields the suites check from `kubectl get -o json`;
+// The types below decode just the fields the suites check from `kubectl get -o json`
+// (or, in Observe, the same GET requests sent in-process);
 // the suites read the API as a user would and share no code with the operator.
 
 // ObjectMeta is the part of an object's metadata that the suites check.
@@ -154,21 +156,35 @@ func (o Observed) PodNames() []string {
 	return names
 }
 
-// Observe reads Memcached name, its same-named Deployment and its pods.
+// Observe reads Memcached name, its same-named Deployment and its pods in k's
+// namespace, as k's user, with the GET requests that `kubectl get -o json`
+// sends but from this process (see getPath): the suites poll it.
 func Observe(ctx context.Context, k Kubectl, name string) (Observed, error) {
 	var o Observed
-	if err := k.GetJSON(ctx, &o.Memcached, "memcached", name); err != nil {
+	mcs, err := k.nsPath("/apis/cache.example.com/v1alpha1")
+	if err != nil {
+		return o, err
+	}
+	if err := k.getPath(ctx, &o.Memcached, mcs+"/memcacheds/"+url.PathEscape(name), nil); err != nil {
+		return o, err
+	}
+	apps, err := k.nsPath("/apis/apps/v1")
+	if err != nil {
 		return o, err
 	}
 	var d Deployment
-	switch err := k.GetJSON(ctx, &d, "deployment", name); {
+	switch err := k.getPath(ctx, &d, apps+"/deployments/"+url.PathEscape(name), nil); {
 	case err == nil:
 		o.Deployment = &d
 	case !IsNotFound(err):
 		return o, err
 	}
+	core, err := k.nsPath("/api/v1")
+	if err != nil {
+		return o, err
+	}
 	var pods struct{ Items []Pod }
-	if err := k.GetJSON(ctx, &pods, "pods", "-l", "memcached_cr="+name); err != nil {
+	if err := k.getPath(ctx, &pods, core+"/pods", url.Values{"labelSelector": {"memcached_cr=" + name}}); err != nil {
 		return o, err
 	}
 	o.Pods = pods.Items

@@ -123,7 +123,10 @@ func run(m *testing.M) (code int) {
 		fmt.Fprintln(os.Stderr, tail(node.Log(ctx, "kubelet"), 40))
 		return fail(err)
 	}
-	return m.Run()
+	code = m.Run()
+	calls, used := framework.KubectlUsage()
+	fmt.Fprintf(os.Stderr, "realnode: %d kubectl calls used %s of CPU\n", calls, used.Round(time.Second))
+	return code
 }
 
 // deployOperator does what the README tells a user: a namespace ns that enforces

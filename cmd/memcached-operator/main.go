@@ -168,6 +168,7 @@ func run(opts *options) error {
 		reconciling.Store(true)
 		m.SetLeader(true)
 		client := kube.NewCachedClient(clients, namespace)
+		client.CheckServiceMonitorsEvery(opts.serviceMonitorCheck)
 		handler := stub.NewHandler(client, recorder, opts.memcachedImage)
 		handler.UseSidecarImage(opts.sidecarImage)
 		handler.BatchChildUpdates(opts.childBatch)

@@ -108,13 +108,15 @@ func (m *APIMonitor) stop() {
 	m.running = false
 }
 
-// serviceMonitorCheckInterval is how long the operator trusts discovery's
-// answer on whether ServiceMonitors are served. A CustomResourceDefinition
-// installed later is noticed by the first reconcile after that, so a
-// Memcached with monitoring gets its ServiceMonitor by its next change or
-// resync (--resync); the check costs one discovery request per interval,
-// and none while no Memcached has monitoring.
-const serviceMonitorCheckInterval = time.Minute
+// DefaultServiceMonitorCheckInterval is how long the operator trusts
+// discovery's answer on whether ServiceMonitors are served, unless
+// CachedClient.CheckServiceMonitorsEvery says otherwise. A
+// CustomResourceDefinition installed later is noticed by the first
+// reconcile after that, so a Memcached with monitoring gets its
+// ServiceMonitor by its next change or resync (--resync); the check costs
+// one discovery request per interval, and none while no Memcached has
+// monitoring.
+const DefaultServiceMonitorCheckInterval = time.Minute
 
 // servedCheck tells whether the API server serves an optional resource,
 // such as one of a CustomResourceDefinition that may be installed or

@@ -3,6 +3,7 @@ package kube
 import (
 	"fmt"
 	"reflect"
+	"time"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
 	"github.com/example-inc/memcached-operator/pkg/memcached"
@@ -103,7 +104,7 @@ func NewCachedClient(clients Clients, namespace string) *CachedClient {
 			client: clients.ServiceMonitors, resource: memcached.ServiceMonitorGVR.GroupResource(),
 			newObj: func() *unstructured.Unstructured { return &unstructured.Unstructured{} },
 		},
-		serviceMonitorsAPI: newServedCheck(clients.Discovery, memcached.ServiceMonitorGVR, serviceMonitorCheckInterval),
+		serviceMonitorsAPI: newServedCheck(clients.Discovery, memcached.ServiceMonitorGVR, DefaultServiceMonitorCheckInterval),
 	}
 }
 
@@ -345,10 +346,18 @@ func (c *CachedClient) DeletePodDisruptionBudget(namespace, name string, uid typ
 	return c.pdbs.delete(namespace, name, uid)
 }
 
-// ServiceMonitorsServed asks discovery, at most once per
-// serviceMonitorCheckInterval, whether ServiceMonitors are served.
+// ServiceMonitorsServed asks discovery, at most once per check interval
+// (see CheckServiceMonitorsEvery), whether ServiceMonitors are served.
 func (c *CachedClient) ServiceMonitorsServed() bool {
 	return c.serviceMonitorsAPI.served()
+}
+
+// CheckServiceMonitorsEvery sets how long the client trusts discovery's
+// answer on whether ServiceMonitors are served, instead of
+// DefaultServiceMonitorCheckInterval (--servicemonitor-check-interval). Call
+// it before the first reconcile.
+func (c *CachedClient) CheckServiceMonitorsEvery(interval time.Duration) {
+	c.serviceMonitorsAPI.interval = interval
 }
 
 // ReadServiceMonitor reads the ServiceMonitor from the API server.

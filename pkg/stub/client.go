@@ -53,7 +53,8 @@ type Client interface {
 
 	// ServiceMonitorsServed reports whether the API server serves the
 	// Prometheus Operator's ServiceMonitors, as discovery said at most
-	// serviceMonitorCheckInterval ago. The ServiceMonitor calls below go
+	// kube.DefaultServiceMonitorCheckInterval (or
+	// --servicemonitor-check-interval) ago. The ServiceMonitor calls below go
 	// to the API server; no cache holds ServiceMonitors.
 	ServiceMonitorsServed() bool
 	ReadServiceMonitor(namespace, name string) (*unstructured.Unstructured, error)

@@ -43,10 +43,13 @@ spec:
 `
 	serviceMonitorCRDName = "servicemonitors.monitoring.coreos.com"
 	// serviceMonitorNotice bounds how long the operator takes to notice a
-	// CRD installed after it asked discovery: its check interval (one
-	// minute) plus the test's --resync, which brings the reconcile that
-	// asks again, plus the usual convergence.
-	serviceMonitorNotice = time.Minute + serviceMonitorResync + convergeTimeout
+	// CRD installed after it asked discovery: its check interval (the
+	// test's --servicemonitor-check-interval) plus the test's --resync,
+	// which brings the reconcile that asks again, plus 30 s for that
+	// reconcile. It is shorter than the default one-minute check, so the
+	// test fails if the operator does not honour the flag.
+	serviceMonitorNotice = serviceMonitorCheck + serviceMonitorResync + 30*time.Second
+	serviceMonitorCheck  = 5 * time.Second
 	serviceMonitorResync = 5 * time.Second
 )
 
@@ -86,7 +89,7 @@ func TestServiceMonitorFollowsTheAPI(t *testing.T) {
 		}
 	})
 	ns := newNamespace(t, slug(t.Name()))
-	ns.startOperator(fmt.Sprintf("--resync=%v", serviceMonitorResync))
+	ns.startOperator(fmt.Sprintf("--resync=%v", serviceMonitorResync), fmt.Sprintf("--servicemonitor-check-interval=%v", serviceMonitorCheck))
 	ns.apply(memcachedManifest("cache", "spec:\n  size: 1\n  monitoring: {enabled: true}\n"))
 
 	// Without the API: converged, Degraded=False, and no Warning Event.

@@ -182,7 +182,7 @@ func (f *fakeClient) DeletePodDisruptionBudget(namespace, name string, uid types
 }
 
 // ServiceMonitorsServed records no action: the real client asks discovery
-// once a minute, not once a call.
+// once per check interval, not once a call.
 func (f *fakeClient) ServiceMonitorsServed() bool {
 	return f.serviceMonitorsServed
 }

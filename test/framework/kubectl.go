@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // CommandTimeout bounds each kubectl call whose context has no deadline.
@@ -117,7 +118,7 @@ func (e *CommandError) Error() string {
 // IsNotFound reports whether err is a kubectl error, or a read's, for a missing
 // object.
 func IsNotFound(err error) bool {
-	if errors.Is(err, errNotFound) {
+	if apierrors.IsNotFound(err) {
 		return true
 	}
 	ce, ok := err.(*CommandError)

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/flowcontrol"
 )
 
 // readClient sends GET requests to the API server of one kubeconfig, as its
@@ -82,6 +83,10 @@ func (k Kubectl) readClient() (*readClient, error) {
 	}
 	// Raw JSON in, raw JSON out: the suites decode it into their own types.
 	cfg.NegotiatedSerializer = serializer.NewCodecFactory(runtime.NewScheme()).WithoutConversion()
+	// No client-side limit, as with kubectl's one process per read: the
+	// polls of the parallel tests share this client, and client-go's default
+	// 5 requests per second made them miss their deadlines.
+	cfg.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
 	rc, err := rest.UnversionedRESTClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", k.Kubeconfig, err)

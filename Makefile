@@ -28,6 +28,15 @@ N ?= 1000
 SIZE ?= 2
 
 OUTPUT := tmp/_output
+# SHARED_ENV and SHARED_FLAGS are the go command's environment and flags for every
+# compile but the race detector's: those of tmp/build/build.sh and
+# test/scripts/build-tools.sh. With them, vet, the end-to-end suites, the operator and
+# the tools share one compilation of each package they have in common (test/dep's
+# TestToolModulesShareBuilds keeps the test module on the tools' versions); without, a
+# cold `make test` compiles the Kubernetes libraries twice more. -trimpath is a flag,
+# not GOFLAGS, so the suites' own `go build -race` matches `make unit`'s.
+SHARED_ENV := CGO_ENABLED=0
+SHARED_FLAGS := -trimpath
 # DEPLOY_DIR holds the manifest `make deploy` renders, one folder per namespace, so
 # that deploys to two namespaces at once never share a file.
 DEPLOY_DIR = $(OUTPUT)/deploy/$(NAMESPACE)
@@ -62,8 +71,8 @@ verify: ## Fail when gofmt, go vet, generated code, Gopkg or the OLM catalog are
 	tmp/codegen/update-gopkg.sh --verify
 	test/scripts/olm-catalog.sh --verify
 	@test -z "$$(gofmt -l cmd pkg test)" || { gofmt -l cmd pkg test; echo "gofmt: files above need formatting"; exit 1; }
-	go vet ./...
-	cd test && go vet ./...
+	$(SHARED_ENV) go vet $(SHARED_FLAGS) ./...
+	cd test && $(SHARED_ENV) go vet $(SHARED_FLAGS) ./...
 
 .PHONY: unit
 unit: ## Run the operator's unit tests with the race detector.
@@ -146,13 +155,13 @@ e2e: build tools ## Run the end-to-end suites (fake nodes, real node, image, OLM
 	@registry_was_up=false; test/scripts/registry.sh status && registry_was_up=true; \
 	test/scripts/install-deps.sh test; \
 	test/scripts/images.sh build; \
-	rc=0; (cd test && go test -count=1 -timeout 40m -parallel $(E2E_PARALLEL) -v ./...) || rc=$$?; \
+	rc=0; (cd test && $(SHARED_ENV) go test $(SHARED_FLAGS) -count=1 -timeout 40m -parallel $(E2E_PARALLEL) -v ./...) || rc=$$?; \
 	$$registry_was_up || test/scripts/registry.sh down; \
 	exit $$rc
 
 .PHONY: bench
 bench: build tools ## Measure N Memcached resources (N=1000 SIZE=2) against N plain Deployments and against their children without the operator, and the memory against the shipped limit; writes tmp/_output/bench/result.json.
-	cd test && BENCH_N=$(N) BENCH_SIZE=$(SIZE) go test -run '^$$' -bench BenchmarkOperatorAgainstFloor -benchtime 1x -count 1 -timeout 60m ./e2e/
+	cd test && BENCH_N=$(N) BENCH_SIZE=$(SIZE) $(SHARED_ENV) go test $(SHARED_FLAGS) -run '^$$' -bench BenchmarkOperatorAgainstFloor -benchtime 1x -count 1 -timeout 60m ./e2e/
 
 .PHONY: clean
 clean: ## Remove build outputs (keeps the tool cache; see `make clean-tools`).

@@ -16,39 +16,32 @@ import (
 // v0.0.7's own 2018 locks on purpose.
 var sharedToolModules = []string{"kube", "kwok", "olm"}
 
-// TestToolModulesShareBuilds checks that every package that two of the tool modules
-// both build comes from the same module version in each. The go command compiles a
-// package once for every version, and with the same dependencies, that a build asks
-// for, so a cold `make tools` compiles the Kubernetes libraries once only while this
-// holds (kwok's and OLM's own copies took about half of their modules' cold build;
-// see test/README.md, "Tool builds").
+// TestToolModulesShareBuilds checks that every package that two of the tool modules,
+// or a tool module and this test module, both build comes from the same module
+// version in each. The go command compiles a package once for every version, and
+// with the same dependencies and flags, that a build asks for, so a cold `make test`
+// compiles the Kubernetes libraries once only while this holds: kwok's and OLM's own
+// copies took about half of their modules' cold build, and this module's own copy
+// most of its cold `go vet` (see test/README.md, "Tool builds"). The flags match
+// too: the Makefile vets and runs this module with build-tools.sh's CGO_ENABLED=0
+// and -trimpath.
 func TestToolModulesShareBuilds(t *testing.T) {
 	ctx := context.Background()
 	builds := map[string]map[string]string{}
+	names := []string{"the test module"}
+	builds[names[0]] = moduleBuild(t, ctx, "..", "-test", "./...")
 	for _, m := range sharedToolModules {
 		dir := filepath.Join("..", "tools", m)
 		commands, err := toolCommands(filepath.Join(dir, "tools.go"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err := goCommand(ctx, dir, nil, append([]string{"list", "-deps", "-json=ImportPath,Standard,Module"}, commands...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		build := map[string]string{}
-		err = decodeStream(out, func(p *Package) {
-			if !p.Standard && p.Module != nil && !p.Module.Main {
-				m := effective(*p.Module)
-				build[p.ImportPath] = m.Path + "@" + m.Version
-			}
-		})
-		if err != nil {
-			t.Fatalf("test/tools/%s: failed to decode go list: %v", m, err)
-		}
-		builds[m] = build
+		name := "test/tools/" + m
+		names = append(names, name)
+		builds[name] = moduleBuild(t, ctx, dir, commands...)
 	}
-	for i, a := range sharedToolModules {
-		for _, b := range sharedToolModules[i+1:] {
+	for i, a := range names {
+		for _, b := range names[i+1:] {
 			var shared int
 			var differ []string
 			for pkg, va := range builds[a] {
@@ -63,13 +56,35 @@ func TestToolModulesShareBuilds(t *testing.T) {
 			}
 			sort.Strings(differ)
 			if len(differ) > 0 {
-				t.Errorf("test/tools/%s and test/tools/%s build %d of their %d shared packages from different module versions, which compiles them twice; align the modules (go get in one of them), for example:\n%s",
+				t.Errorf("%s and %s build %d of their %d shared packages from different module versions, which compiles them twice; align the modules (go get in one of them), for example:\n%s",
 					a, b, len(differ), shared, firstLines(differ, 10))
 			} else {
-				t.Logf("test/tools/%s and test/tools/%s share %d packages, all from the same module versions", a, b, shared)
+				t.Logf("%s and %s share %d packages, all from the same module versions", a, b, shared)
 			}
 		}
 	}
+}
+
+// moduleBuild returns the module version, as path@version, of every package
+// outside the standard library and the main module that `go list -deps args`
+// lists in the module at dir.
+func moduleBuild(t *testing.T, ctx context.Context, dir string, args ...string) map[string]string {
+	t.Helper()
+	out, err := goCommand(ctx, dir, nil, append([]string{"list", "-deps", "-json=ImportPath,Standard,Module"}, args...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	build := map[string]string{}
+	err = decodeStream(out, func(p *Package) {
+		if !p.Standard && p.Module != nil && !p.Module.Main {
+			m := effective(*p.Module)
+			build[p.ImportPath] = m.Path + "@" + m.Version
+		}
+	})
+	if err != nil {
+		t.Fatalf("%s: failed to decode go list: %v", dir, err)
+	}
+	return build
 }
 
 // toolCommands returns the packages that a tool module's tools.go imports: the

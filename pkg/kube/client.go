@@ -80,25 +80,31 @@ func NewCachedClient(clients Clients, namespace string, kinds ...*Kind) (*Cached
 		kinds:      map[schema.GroupVersionResource]*children{},
 		pods:       newPodInformer(clients.CacheKube, namespace, memcached.ManagedSelector),
 	}
+	if clients.config == nil || clients.cacheConfig == nil {
+		return nil, fmt.Errorf("the clients were not built by NewClients")
+	}
 	s := jsonScheme(kinds)
 	for _, k := range kinds {
 		client, _, err := kindREST(clients.config, k, s)
 		if err != nil {
 			return nil, err
 		}
-		lister, codec, err := kindREST(clients.cacheConfig, k, s)
-		if err != nil {
-			return nil, err
-		}
-		k := k
-		list := func(o metav1.ListOptions) (runtime.Object, error) {
-			l := k.NewList()
-			err := lister.Get().Namespace(namespace).Resource(k.Resource.Resource).VersionedParams(&o, codec).Do().Into(l)
-			return l, err
-		}
-		watchFn := func(o metav1.ListOptions) (watch.Interface, error) {
-			o.Watch = true
-			return lister.Get().Namespace(namespace).Resource(k.Resource.Resource).VersionedParams(&o, codec).Watch()
+		var list func(metav1.ListOptions) (runtime.Object, error)
+		var watchFn func(metav1.ListOptions) (watch.Interface, error)
+		if !k.Optional {
+			lister, codec, err := kindREST(clients.cacheConfig, k, s)
+			if err != nil {
+				return nil, err
+			}
+			list = func(o metav1.ListOptions) (runtime.Object, error) {
+				l := k.NewList()
+				err := lister.Get().Namespace(namespace).Resource(k.Resource.Resource).VersionedParams(&o, codec).Do().Into(l)
+				return l, err
+			}
+			watchFn = func(o metav1.ListOptions) (watch.Interface, error) {
+				o.Watch = true
+				return lister.Get().Namespace(namespace).Resource(k.Resource.Resource).VersionedParams(&o, codec).Watch()
+			}
 		}
 		ch := newChildren(k, client, list, watchFn)
 		if k.Optional {

@@ -167,8 +167,11 @@ func run(opts *options) error {
 	reconcile := func(ctx context.Context) error {
 		reconciling.Store(true)
 		m.SetLeader(true)
-		client := kube.NewCachedClient(clients, namespace)
-		client.CheckServiceMonitorsEvery(opts.serviceMonitorCheck)
+		client, err := kube.NewCachedClient(clients, namespace, stub.Kinds()...)
+		if err != nil {
+			return err
+		}
+		client.CheckServedEvery(opts.serviceMonitorCheck)
 		handler := stub.NewHandler(client, recorder, opts.memcachedImage)
 		handler.UseSidecarImage(opts.sidecarImage)
 		handler.BatchChildUpdates(opts.childBatch)

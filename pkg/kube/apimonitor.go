@@ -110,7 +110,7 @@ func (m *APIMonitor) stop() {
 
 // DefaultServiceMonitorCheckInterval is how long the operator trusts
 // discovery's answer on whether ServiceMonitors are served, unless
-// CachedClient.CheckServiceMonitorsEvery says otherwise. A
+// CachedClient.CheckServedEvery says otherwise. A
 // CustomResourceDefinition installed later is noticed by the first
 // reconcile after that, so a Memcached with monitoring gets its
 // ServiceMonitor by its next change or resync (--resync); the check costs

@@ -6,35 +6,25 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/example-inc/memcached-operator/pkg/memcached"
-	policyv1beta1 "k8s.io/api/policy/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 )
 
-// Object is a child kind's typed object, as the caches hold it and the
-// client returns it, and as the handler's steps take it.
-type Object interface {
-	metav1.Object
-	runtime.Object
-}
-
-// children reads one kind of the Memcached's children from a trimmed cache
-// and writes them through the API server.
-type children[T Object] struct {
-	client   rest.Interface
-	resource schema.GroupResource
+// children reads one kind of the Memcached's children from a trimmed cache,
+// or from the API server for an Optional kind, and writes them through the
+// API server.
+type children struct {
+	kind   *Kind
+	client rest.Interface
+	// informer is nil for an Optional kind, whose API served checks.
 	informer cache.SharedIndexInformer
-	newObj   func() T
-	trim     func(T)
+	served   *servedCheck
 
 	// created holds the objects this client created that the cache has not
 	// shown yet, by namespace/name, so that the reconciles right after a
@@ -44,31 +34,31 @@ type children[T Object] struct {
 	// before its create returned is not remembered, so that no entry
 	// outlives its object.
 	mu       sync.Mutex
-	created  map[string]T
+	created  map[string]Object
 	creating map[string]bool
 }
 
-// newChildren returns the children of resource, written through client,
-// which speaks the resource's group version, and cached, trimmed by trim, by
-// an informer on what list and watchFn return (see newTrimmedInformer).
-func newChildren[T Object](client rest.Interface, resource schema.GroupResource, list func(metav1.ListOptions) (runtime.Object, error), watchFn func(metav1.ListOptions) (watch.Interface, error), newObj func() T, trim func(T)) *children[T] {
-	informer := newTrimmedInformer(newObj(), list, watchFn, trim)
-	c := &children[T]{
+// newChildren returns the children of kind, written through client, and,
+// unless kind is Optional, cached, trimmed, by an informer on what list and
+// watchFn return (see newTrimmedInformer).
+func newChildren(kind *Kind, client rest.Interface, list func(metav1.ListOptions) (runtime.Object, error), watchFn func(metav1.ListOptions) (watch.Interface, error)) *children {
+	c := &children{
+		kind:     kind,
 		client:   client,
-		resource: resource,
-		informer: informer,
-		newObj:   newObj,
-		trim:     trim,
-		created:  map[string]T{},
+		created:  map[string]Object{},
 		creating: map[string]bool{},
 	}
+	if kind.Optional {
+		return c
+	}
+	c.informer = newTrimmedInformer(kind.New(), list, watchFn, kind.Trim)
 	// Once the cache shows an object, in any version, it is the truth.
 	seen := func(obj interface{}) {
 		if k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
 			c.forget(k)
 		}
 	}
-	informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	c.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    seen,
 		UpdateFunc: func(_, obj interface{}) { seen(obj) },
 		DeleteFunc: seen,
@@ -76,7 +66,7 @@ func newChildren[T Object](client rest.Interface, resource schema.GroupResource,
 	return c
 }
 
-func (c *children[T]) forget(key string) {
+func (c *children) forget(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.created, key)
@@ -84,30 +74,32 @@ func (c *children[T]) forget(key string) {
 }
 
 // get reads the cache, then the objects this client created that the cache
-// has not shown yet. It never asks the API server.
-func (c *children[T]) get(namespace, name string) (T, error) {
+// has not shown yet. It never asks the API server, except for an Optional
+// kind, which has no cache.
+func (c *children) get(namespace, name string) (Object, error) {
+	if c.informer == nil {
+		return c.read(namespace, name)
+	}
 	key := namespace + "/" + name
 	obj, ok, err := c.informer.GetIndexer().GetByKey(key)
 	if err != nil {
-		var zero T
-		return zero, err
+		return nil, err
 	}
 	if ok {
-		return obj.(T), nil
+		return obj.(Object), nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if o, ok := c.created[key]; ok {
 		return o, nil
 	}
-	var zero T
-	return zero, apierrors.NewNotFound(c.resource, name)
+	return nil, apierrors.NewNotFound(c.kind.Resource.GroupResource(), name)
 }
 
 // read reads the object from the API server.
-func (c *children[T]) read(namespace, name string) (T, error) {
-	o := c.newObj()
-	err := c.client.Get().Namespace(namespace).Resource(c.resource.Resource).Name(name).Do().Into(o)
+func (c *children) read(namespace, name string) (Object, error) {
+	o := c.kind.New()
+	err := c.client.Get().Namespace(namespace).Resource(c.kind.Resource.Resource).Name(name).Do().Into(o)
 	return o, err
 }
 
@@ -118,18 +110,28 @@ func (c *children[T]) read(namespace, name string) (T, error) {
 // way, such as the object's creation and then its deletion by the garbage
 // collector, its owner having gone meanwhile: the cache then knows as much
 // as the client, and a remembered object could outlive the real one.
-func (c *children[T]) create(manifest *unstructured.Unstructured) (T, error) {
-	o := c.newObj()
+//
+// An Optional kind's create remembers nothing, as no cache would make it
+// forget; a NotFound says that its API went since discovery said it was
+// served, so the next served asks discovery again.
+func (c *children) create(manifest *unstructured.Unstructured) (Object, error) {
+	o := c.kind.New()
 	body, err := manifest.MarshalJSON()
 	if err != nil {
-		return o, fmt.Errorf("failed to encode %s %s/%s: %v", c.resource, manifest.GetNamespace(), manifest.GetName(), err)
+		return o, fmt.Errorf("failed to encode %s %s/%s: %v", c.kind, manifest.GetNamespace(), manifest.GetName(), err)
+	}
+	if c.informer == nil {
+		err = c.post(manifest.GetNamespace(), body, o)
+		if apierrors.IsNotFound(err) {
+			c.served.expire()
+		}
+		return o, err
 	}
 	key := manifest.GetNamespace() + "/" + manifest.GetName()
 	c.mu.Lock()
 	c.creating[key] = true
 	c.mu.Unlock()
-	err = c.client.Post().Namespace(manifest.GetNamespace()).Resource(c.resource.Resource).
-		SetHeader("Content-Type", runtime.ContentTypeJSON).Body(body).Do().Into(o)
+	err = c.post(manifest.GetNamespace(), body, o)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	unseen := c.creating[key]
@@ -137,13 +139,22 @@ func (c *children[T]) create(manifest *unstructured.Unstructured) (T, error) {
 	if err != nil {
 		return o, err
 	}
-	c.trim(o)
+	if c.kind.Trim != nil {
+		c.kind.Trim(o)
+	}
 	// The cache's handler runs after the cache stores an object, so an
 	// object remembered here is forgotten once the cache has it.
 	if unseen {
 		c.created[key] = o
 	}
 	return o, nil
+}
+
+// post creates the object of the JSON body in namespace and decodes the
+// object the API server stored into o.
+func (c *children) post(namespace string, body []byte, o Object) error {
+	return c.client.Post().Namespace(namespace).Resource(c.kind.Resource.Resource).
+		SetHeader("Content-Type", runtime.ContentTypeJSON).Body(body).Do().Into(o)
 }
 
 // ErrReplaced reports that a patch was refused because the object of its
@@ -155,21 +166,21 @@ var ErrReplaced = errors.New("replaced since the operator's cache showed it")
 // uid (see memcached.JSONPatchSet). The API server refuses a failed test as an
 // invalid request, as it refuses a patch that breaks validation; only then the
 // object is read, to tell the two apart.
-func (c *children[T]) patch(namespace, name string, uid types.UID, patch []byte) error {
-	err := c.client.Patch(types.JSONPatchType).Namespace(namespace).Resource(c.resource.Resource).Name(name).Body(patch).Do().Error()
+func (c *children) patch(namespace, name string, uid types.UID, patch []byte) error {
+	err := c.client.Patch(types.JSONPatchType).Namespace(namespace).Resource(c.kind.Resource.Resource).Name(name).Body(patch).Do().Error()
 	if !apierrors.IsInvalid(err) {
 		return err
 	}
 	current, rerr := c.read(namespace, name)
 	if apierrors.IsNotFound(rerr) || (rerr == nil && current.GetUID() != uid) {
-		return fmt.Errorf("%s %s/%s with UID %s was %w", c.resource.String(), namespace, name, uid, ErrReplaced)
+		return fmt.Errorf("%s %s/%s with UID %s was %w", c.kind, namespace, name, uid, ErrReplaced)
 	}
 	return err
 }
 
 // delete deletes the object only while its UID is uid, so that it never
 // deletes an object that replaced the one the caller looked at.
-func (c *children[T]) delete(namespace, name string, uid types.UID) error {
+func (c *children) delete(namespace, name string, uid types.UID) error {
 	body, err := json.Marshal(&metav1.DeleteOptions{
 		TypeMeta:      metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "DeleteOptions"},
 		Preconditions: &metav1.Preconditions{UID: &uid},
@@ -177,59 +188,6 @@ func (c *children[T]) delete(namespace, name string, uid types.UID) error {
 	if err != nil {
 		return err
 	}
-	return c.client.Delete().Namespace(namespace).Resource(c.resource.Resource).Name(name).
+	return c.client.Delete().Namespace(namespace).Resource(c.kind.Resource.Resource).Name(name).
 		SetHeader("Content-Type", runtime.ContentTypeJSON).Body(body).Do().Error()
-}
-
-// policyScheme maps policy/v1 PodDisruptionBudgets onto client-go 1.11's
-// policy/v1beta1 types, whose JSON holds every field the operator uses
-// (selector, minAvailable, maxUnavailable) under the same names.
-var policyScheme = newPolicyScheme()
-
-// policyParameterCodec encodes list and watch options for policy/v1.
-var policyParameterCodec = runtime.NewParameterCodec(policyScheme)
-
-func newPolicyScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	s.AddKnownTypes(memcached.PolicyV1, &policyv1beta1.PodDisruptionBudget{}, &policyv1beta1.PodDisruptionBudgetList{})
-	metav1.AddToGroupVersion(s, memcached.PolicyV1)
-	return s
-}
-
-// newPodDisruptionBudgetRESTClient returns a JSON REST client, from cfg,
-// for policy/v1 PodDisruptionBudgets as client-go 1.11's policy/v1beta1
-// types.
-func newPodDisruptionBudgetRESTClient(cfg *rest.Config) (*rest.RESTClient, error) {
-	return jsonRESTClient(cfg, memcached.PolicyV1, policyScheme)
-}
-
-// jsonRESTClient returns a REST client, from cfg, that speaks JSON to the
-// API group version gv and decodes with scheme.
-func jsonRESTClient(cfg *rest.Config, gv schema.GroupVersion, scheme *runtime.Scheme) (*rest.RESTClient, error) {
-	cfg = rest.CopyConfig(cfg)
-	cfg.GroupVersion = &gv
-	cfg.APIPath = "/apis"
-	cfg.ContentType = runtime.ContentTypeJSON
-	cfg.AcceptContentTypes = runtime.ContentTypeJSON
-	cfg.NegotiatedSerializer = serializer.DirectCodecFactory{CodecFactory: serializer.NewCodecFactory(scheme)}
-	return rest.RESTClientFor(cfg)
-}
-
-// monitoringScheme decodes the API server's errors for the ServiceMonitor
-// API; the objects themselves travel as unstructured JSON.
-var monitoringScheme = newMonitoringScheme()
-
-func newMonitoringScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	metav1.AddToGroupVersion(s, memcached.ServiceMonitorGVR.GroupVersion())
-	return s
-}
-
-// newServiceMonitorRESTClient returns a JSON REST client, from cfg, for the
-// Prometheus Operator's monitoring.coreos.com/v1 ServiceMonitors, which
-// client-go 1.11 has no type for. Its requests carry their Content-Type,
-// which the API server requires and client-go 1.11's dynamic client leaves
-// out of creates and deletes.
-func newServiceMonitorRESTClient(cfg *rest.Config) (*rest.RESTClient, error) {
-	return jsonRESTClient(cfg, memcached.ServiceMonitorGVR.GroupVersion(), monitoringScheme)
 }

@@ -12,11 +12,36 @@ import (
 	"github.com/example-inc/memcached-operator/pkg/memcached/memcachedtest"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1beta1 "k8s.io/api/policy/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+)
+
+// The kinds of the handler's other children, as package stub declares
+// them, without what the requests do not depend on.
+var (
+	serviceKind = &Kind{
+		Resource: corev1.SchemeGroupVersion.WithResource("services"),
+		New:      func() Object { return &corev1.Service{} },
+		NewList:  func() runtime.Object { return &corev1.ServiceList{} },
+	}
+	pdbKind = &Kind{
+		Resource: memcached.PolicyV1.WithResource("poddisruptionbudgets"),
+		New:      func() Object { return &policyv1beta1.PodDisruptionBudget{} },
+		NewList:  func() runtime.Object { return &policyv1beta1.PodDisruptionBudgetList{} },
+		Trim: TrimOf(func(p *policyv1beta1.PodDisruptionBudget) {
+			p.Status = policyv1beta1.PodDisruptionBudgetStatus{}
+		}),
+	}
+	serviceMonitorKind = &Kind{
+		Resource: memcached.ServiceMonitorGVR,
+		New:      func() Object { return &unstructured.Unstructured{} },
+		Optional: true,
+	}
 )
 
 // newTestCachedClient returns a CachedClient, with the operator's clients,
@@ -30,16 +55,19 @@ func newTestCachedClient(t *testing.T, cached []runtime.Object, respond func(r k
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := NewCachedClient(clients, "test")
+	c, err := NewCachedClient(clients, "test", DeploymentKind, serviceKind, pdbKind, serviceMonitorKind)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, obj := range cached {
 		var err error
 		switch o := obj.(type) {
 		case *corev1.Pod:
 			err = c.pods.GetIndexer().Add(o)
 		case *corev1.Service:
-			err = c.services.informer.GetIndexer().Add(o)
+			err = c.kinds[serviceKind.Resource].informer.GetIndexer().Add(o)
 		default:
-			err = c.deployments.informer.GetIndexer().Add(o)
+			err = c.kinds[DeploymentKind.Resource].informer.GetIndexer().Add(o)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -66,12 +94,12 @@ func TestCachedClientGetDeploymentNeverAsksTheAPI(t *testing.T) {
 			// The API server holds it in every case: only the cache counts.
 			c, api := newTestCachedClient(t, tt.cached, func(kubetest.Request) interface{} { return d })
 			if tt.created != nil {
-				c.deployments.created["test/example"] = tt.created
+				c.kinds[DeploymentKind.Resource].created["test/example"] = tt.created
 			}
 
-			got, err := c.GetDeployment("test", "example")
+			got, err := c.Get(DeploymentKind, "test", "example")
 
-			if tt.wantFound && (err != nil || got.Name != "example") {
+			if tt.wantFound && (err != nil || got.GetName() != "example") {
 				t.Errorf("got %v, %v; want the deployment", got, err)
 			}
 			if !tt.wantFound && !apierrors.IsNotFound(err) {
@@ -104,7 +132,7 @@ func TestCachedClientRequests(t *testing.T) {
 	}{
 		{
 			name: "read deployment",
-			call: func(c *CachedClient) error { _, err := c.ReadDeployment("test", "example"); return err },
+			call: func(c *CachedClient) error { _, err := c.Read(DeploymentKind, "test", "example"); return err },
 			want: kubetest.Request{Method: "GET", Path: "/apis/apps/v1/namespaces/test/deployments/example"},
 		},
 		{
@@ -116,33 +144,33 @@ func TestCachedClientRequests(t *testing.T) {
 		},
 		{
 			name: "deployment template patch is a JSON patch",
-			call: func(c *CachedClient) error { return c.PatchDeployment("test", "example", "uid-1", []byte(`[]`)) },
+			call: func(c *CachedClient) error { return c.Patch(DeploymentKind, "test", "example", "uid-1", []byte(`[]`)) },
 			want: kubetest.Request{Method: "PATCH", Path: "/apis/apps/v1/namespaces/test/deployments/example",
 				ContentType: "application/json-patch+json", Body: `[]`},
 		},
 		{
 			name: "service delete carries the UID precondition",
-			call: func(c *CachedClient) error { return c.DeleteService("test", "example", "uid-1") },
+			call: func(c *CachedClient) error { return c.Delete(serviceKind, "test", "example", "uid-1") },
 			want: kubetest.Request{Method: "DELETE", Path: "/api/v1/namespaces/test/services/example",
 				ContentType: "application/json",
 				Body:        `{"kind":"DeleteOptions","apiVersion":"meta.k8s.io/v1","preconditions":{"uid":"uid-1"}}`},
 		},
 		{
 			name: "budget read speaks policy/v1",
-			call: func(c *CachedClient) error { _, err := c.ReadPodDisruptionBudget("test", "example"); return err },
+			call: func(c *CachedClient) error { _, err := c.Read(pdbKind, "test", "example"); return err },
 			want: kubetest.Request{Method: "GET", Path: "/apis/policy/v1/namespaces/test/poddisruptionbudgets/example"},
 		},
 		{
 			name: "servicemonitor read speaks monitoring.coreos.com/v1",
-			call: func(c *CachedClient) error { _, err := c.ReadServiceMonitor("test", "example"); return err },
+			call: func(c *CachedClient) error { _, err := c.Read(serviceMonitorKind, "test", "example"); return err },
 			want: kubetest.Request{Method: "GET", Path: "/apis/monitoring.coreos.com/v1/namespaces/test/servicemonitors/example"},
 		},
 		{
 			name: "servicemonitor create sends the manifest as JSON",
 			call: func(c *CachedClient) error {
-				created, err := c.CreateServiceMonitor(sm)
+				created, err := c.Create(serviceMonitorKind, sm)
 				if err == nil && created.GetName() != "example" {
-					err = fmt.Errorf("created %v, want the servicemonitor example", created.Object)
+					err = fmt.Errorf("created %v, want the servicemonitor example", created)
 				}
 				return err
 			},
@@ -151,13 +179,15 @@ func TestCachedClientRequests(t *testing.T) {
 		},
 		{
 			name: "servicemonitor patch is a JSON patch",
-			call: func(c *CachedClient) error { return c.PatchServiceMonitor("test", "example", "uid-1", []byte(`[]`)) },
+			call: func(c *CachedClient) error {
+				return c.Patch(serviceMonitorKind, "test", "example", "uid-1", []byte(`[]`))
+			},
 			want: kubetest.Request{Method: "PATCH", Path: "/apis/monitoring.coreos.com/v1/namespaces/test/servicemonitors/example",
 				ContentType: "application/json-patch+json", Body: `[]`},
 		},
 		{
 			name: "servicemonitor delete carries the UID precondition",
-			call: func(c *CachedClient) error { return c.DeleteServiceMonitor("test", "example", "uid-1") },
+			call: func(c *CachedClient) error { return c.Delete(serviceMonitorKind, "test", "example", "uid-1") },
 			want: kubetest.Request{Method: "DELETE", Path: "/apis/monitoring.coreos.com/v1/namespaces/test/servicemonitors/example",
 				ContentType: "application/json",
 				Body:        `{"kind":"DeleteOptions","apiVersion":"meta.k8s.io/v1","preconditions":{"uid":"uid-1"}}`},
@@ -208,10 +238,11 @@ func TestCachedClientCreateRemembersTheCreated(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	created, err := c.CreatePodDisruptionBudget(manifest)
+	obj, err := c.Create(pdbKind, manifest)
 	if err != nil {
-		t.Fatalf("CreatePodDisruptionBudget: %v", err)
+		t.Fatalf("Create: %v", err)
 	}
+	created := obj.(*policyv1beta1.PodDisruptionBudget)
 
 	reqs := api.Got()
 	if len(reqs) != 1 || reqs[0].Method != "POST" || reqs[0].Path != "/apis/policy/v1/namespaces/test/poddisruptionbudgets" ||
@@ -221,9 +252,9 @@ func TestCachedClientCreateRemembersTheCreated(t *testing.T) {
 	if created.UID != "uid-pdb" || created.Status.CurrentHealthy != 0 {
 		t.Errorf("created: got UID %q, status %+v; want the stored budget, trimmed", created.UID, created.Status)
 	}
-	got, err := c.GetPodDisruptionBudget("test", "example")
-	if err != nil || got.UID != "uid-pdb" {
-		t.Errorf("GetPodDisruptionBudget after the create: got %v, %v; want the created budget", got, err)
+	got, err := c.Get(pdbKind, "test", "example")
+	if err != nil || got.GetUID() != "uid-pdb" {
+		t.Errorf("Get after the create: got %v, %v; want the created budget", got, err)
 	}
 	if len(api.Got()) != 1 {
 		t.Errorf("API requests: got %v, want only the create", api.Got())
@@ -259,7 +290,7 @@ func TestCachedClientForgetsAChildTheCacheSawGo(t *testing.T) {
 		}
 		// The watch delivers the Deployment's creation and deletion
 		// before the create's response arrives.
-		c.deployments.forget("test/example")
+		c.kinds[DeploymentKind.Resource].forget("test/example")
 		return memcachedtest.OwnedDeployment(m, 1)
 	})
 	manifest, err := memcached.DeploymentManifest(memcached.NewDeployment(m, memcachedtest.Image, memcachedtest.SidecarImage))
@@ -267,14 +298,14 @@ func TestCachedClientForgetsAChildTheCacheSawGo(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if _, err := c.CreateDeployment(manifest); err != nil {
-		t.Fatalf("CreateDeployment: %v", err)
+	if _, err := c.Create(DeploymentKind, manifest); err != nil {
+		t.Fatalf("Create: %v", err)
 	}
 
-	if d, err := c.GetDeployment("test", "example"); !apierrors.IsNotFound(err) {
-		t.Errorf("GetDeployment: got %v, %v; want NotFound, as the cache has it", d, err)
+	if d, err := c.Get(DeploymentKind, "test", "example"); !apierrors.IsNotFound(err) {
+		t.Errorf("Get: got %v, %v; want NotFound, as the cache has it", d, err)
 	}
-	if n := len(c.deployments.created) + len(c.deployments.creating); n != 0 {
+	if n := len(c.kinds[DeploymentKind.Resource].created) + len(c.kinds[DeploymentKind.Resource].creating); n != 0 {
 		t.Errorf("the client holds %d entries for the deployment, want none", n)
 	}
 }

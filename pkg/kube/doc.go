@@ -4,6 +4,18 @@
 // log when the Memcached API goes and comes back. NewClients builds the REST
 // clients they need from the operator's configuration.
 //
+// # One client for every kind of child
+//
+// A Kind describes a kind of child: its resource, its type, how its cached
+// objects are trimmed, which of their updates need a reconcile, and whether
+// its API may come and go. NewCachedClient builds, for each Kind it is
+// given, a REST client for the kind's group version, an informer and the
+// memory of created objects (children.go), and serves every kind by the
+// same calls: Get, Read, Create, Patch and Delete. A new kind of child
+// needs no code here. Only the Deployment has calls of its own
+// (ListDeployments, ScaleDeployment), for the handler's fleet rolls and
+// sizes.
+//
 // # Reads without requests
 //
 // The SDK's client sends every read to the API server, at client-go 1.11's
@@ -16,11 +28,12 @@
 // # Children's changes
 //
 // The SDK's informers are private, so informers.go runs informers of its
-// own for the Deployments, Services, PodDisruptionBudgets and pods labelled
-// app=memcached. Built-in types travel as protobuf, except budgets:
-// client-go 1.11 knows only policy/v1beta1, which Kubernetes 1.25 removed,
-// so budgets travel as policy/v1 JSON decoded into the 1.11 types, whose
-// fields used here have the same names. The caches hold trimmed copies (a
+// own for each Kind that is not Optional and for the pods labelled
+// app=memcached. The types client-go 1.11 knows travel as protobuf; the
+// others as JSON decoded into the Kind's type: PodDisruptionBudgets, whose
+// policy/v1beta1 Kubernetes 1.25 removed, travel as policy/v1 JSON decoded
+// into the 1.11 types, whose fields used here have the same names, and
+// ServiceMonitors as unstructured JSON. The caches hold trimmed copies (a
 // pod keeps only what the status reads; a Deployment, only its template's
 // hash and roll annotations and the conditions that say it is stuck), and
 // pods are indexed by Memcached, so a reconcile costs the same with ten

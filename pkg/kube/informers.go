@@ -4,7 +4,6 @@ import (
 	"github.com/example-inc/memcached-operator/pkg/memcached"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	policyv1beta1 "k8s.io/api/policy/v1beta1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -38,15 +37,15 @@ func newPodInformer(kube kubernetes.Interface, namespace, selector string) cache
 	})
 }
 
-// newTrimmedInformer returns an informer on the objects of one kind that
-// list and watchFn return, among those labelled app=memcached (see
-// memcached.ManagedSelector), trimmed by trim, indexed by namespace.
-func newTrimmedInformer[T runtime.Object](example T, list func(metav1.ListOptions) (runtime.Object, error), watchFn func(metav1.ListOptions) (watch.Interface, error), trim func(T)) cache.SharedIndexInformer {
-	lw := trimmedListWatch(memcached.ManagedSelector, list, watchFn, func(obj runtime.Object) {
-		if o, ok := obj.(T); ok {
-			trim(o)
-		}
-	})
+// newTrimmedInformer returns an informer on the objects of one kind, such
+// as example, that list and watchFn return, among those labelled
+// app=memcached (see memcached.ManagedSelector), trimmed by trim unless it
+// is nil, indexed by namespace.
+func newTrimmedInformer(example runtime.Object, list func(metav1.ListOptions) (runtime.Object, error), watchFn func(metav1.ListOptions) (watch.Interface, error), trim func(runtime.Object)) cache.SharedIndexInformer {
+	if trim == nil {
+		trim = func(runtime.Object) {}
+	}
+	lw := trimmedListWatch(memcached.ManagedSelector, list, watchFn, trim)
 	return cache.NewSharedIndexInformer(lw, example, 0, cache.Indexers{
 		cache.NamespaceIndex: cache.MetaNamespaceIndexFunc,
 	})
@@ -167,25 +166,6 @@ func deploymentStuckConditions(conditions []appsv1.DeploymentCondition) []appsv1
 		}
 	}
 	return out
-}
-
-// trimService keeps what the handler's ensureService compares: the Service's
-// metadata without annotations, its cluster IP, selector and ports.
-func trimService(s *corev1.Service) {
-	s.Annotations = nil
-	s.Spec = corev1.ServiceSpec{
-		ClusterIP: s.Spec.ClusterIP,
-		Selector:  s.Spec.Selector,
-		Ports:     s.Spec.Ports,
-	}
-	s.Status = corev1.ServiceStatus{}
-}
-
-// trimPodDisruptionBudget keeps what ensurePodDisruptionBudget compares: the
-// budget's metadata without annotations, and its spec.
-func trimPodDisruptionBudget(p *policyv1beta1.PodDisruptionBudget) {
-	p.Annotations = nil
-	p.Status = policyv1beta1.PodDisruptionBudgetStatus{}
 }
 
 // onlyTemplateHash returns annotations with memcached.TemplateHashAnnotation

@@ -195,25 +195,6 @@ func TestDeploymentChanged(t *testing.T) {
 	}
 }
 
-func TestTrimmedServiceAndBudgetKeepWhatTheReconcileCompares(t *testing.T) {
-	m := memcachedtest.NewMemcached("example", 3)
-	s := memcached.NewService(m)
-	s.Annotations = map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{}"}
-	s.Spec.SessionAffinity = corev1.ServiceAffinityNone
-	want := memcached.NewService(m)
-	trimService(s)
-	if !reflect.DeepEqual(s, want) {
-		t.Errorf("trimmed service:\n got %+v\nwant %+v", s, want)
-	}
-	p := memcached.NewPodDisruptionBudget(m)
-	p.Status.CurrentHealthy = 3
-	wantPDB := memcached.NewPodDisruptionBudget(m)
-	trimPodDisruptionBudget(p)
-	if !reflect.DeepEqual(p, wantPDB) {
-		t.Errorf("trimmed budget:\n got %+v\nwant %+v", p, wantPDB)
-	}
-}
-
 func TestSpecChanged(t *testing.T) {
 	m := memcachedtest.NewMemcached("example", 2)
 	base := memcachedtest.OwnedDeployment(m, 2)
@@ -234,12 +215,12 @@ func TestSpecChanged(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			updated := base.DeepCopy()
 			tt.change(updated)
-			if got := specChanged(base, updated); got != tt.want {
+			if got := SpecChanged(base, updated); got != tt.want {
 				t.Errorf("got %v, want %v", got, tt.want)
 			}
 		})
 	}
-	if !specChanged("not a deployment", base) {
+	if !SpecChanged("not a deployment", base) {
 		t.Errorf("an update of unknown objects must count as a change")
 	}
 }

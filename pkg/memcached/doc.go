@@ -3,7 +3,8 @@
 // servicemonitor.go), the spec's rules and defaults (spec.go, extraargs.go,
 // security.go) and the bounds of the operator's policy flags (policy.go),
 // the status it should have given what the caches show (status.go), and
-// the reasons that conditions and Events give (reasons.go). It imports no
+// the reasons that conditions and Events give (reasons.go, and each child's
+// beside its builder). It imports no
 // client: nothing here reads the cluster, logs or keeps state, so that
 // every rule is tested as a table of inputs and outputs, and package stub,
 // which holds the handler, only decides when to apply them.

@@ -37,8 +37,12 @@ func JSONPatchSet(uid types.UID, values map[string]interface{}) ([]byte, error) 
 	return json.Marshal(ops)
 }
 
-// ToManifest returns obj as unstructured content to send to the API server.
+// ToManifest returns obj as unstructured content to send to the API server;
+// an obj that is unstructured already is returned as it is.
 func ToManifest(obj runtime.Object) (*unstructured.Unstructured, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		return u, nil
+	}
 	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
 		return nil, err

@@ -10,7 +10,8 @@ import (
 
 // NewPodDisruptionBudget returns the budget that lets a node
 // drain evict only one of m's pods at a time. It is built on client-go
-// 1.11's policy/v1beta1 type but sent as policy/v1 (see policyScheme).
+// 1.11's policy/v1beta1 type but sent as policy/v1 (see pdbChild in package
+// stub).
 func NewPodDisruptionBudget(m *v1alpha1.Memcached) *policyv1beta1.PodDisruptionBudget {
 	one := intstr.FromInt(1)
 	return &policyv1beta1.PodDisruptionBudget{
@@ -34,3 +35,18 @@ func WantsPodDisruptionBudget(m *v1alpha1.Memcached) bool {
 // serves since 1.25 removed policy/v1beta1, the only one client-go 1.11
 // knows.
 var PolicyV1 = schema.GroupVersion{Group: "policy", Version: "v1"}
+
+// The reasons below name the failed steps of the Memcached's PodDisruptionBudget,
+// as those of reasons.go name the Deployment's.
+const (
+	// ReasonPodDisruptionBudgetCreateFailed and the three reasons after it
+	// are the same for the Memcached's PodDisruptionBudget, which the
+	// operator also deletes when spec.size drops to 1 or 0.
+	ReasonPodDisruptionBudgetCreateFailed = "PodDisruptionBudgetCreateFailed"
+	ReasonPodDisruptionBudgetReadFailed   = "PodDisruptionBudgetReadFailed"
+	ReasonPodDisruptionBudgetUpdateFailed = "PodDisruptionBudgetUpdateFailed"
+	ReasonPodDisruptionBudgetDeleteFailed = "PodDisruptionBudgetDeleteFailed"
+	// ReasonPodDisruptionBudgetNotOwned means a PodDisruptionBudget with the
+	// Memcached's name exists but another owner controls it.
+	ReasonPodDisruptionBudgetNotOwned = "PodDisruptionBudgetNotOwned"
+)

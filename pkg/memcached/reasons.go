@@ -5,7 +5,8 @@ package memcached
 // for ReasonStatusUpdateFailed, of the Degraded=True condition that stays on
 // the Memcached until the step succeeds. Event and condition carry the same
 // message: what the operator tried, then the API server's own message, such
-// as a quota, RBAC, admission or validation refusal.
+// as a quota, RBAC, admission or validation refusal. Each child's own are
+// declared beside its builder (service.go, pdb.go, servicemonitor.go).
 const (
 	// ReasonDeploymentCreateFailed means the API server refused to create the
 	// Memcached's Deployment or could not be reached.
@@ -19,35 +20,6 @@ const (
 	// ReasonDeploymentUpdateFailed means the API server refused to set the
 	// Deployment's pod template to the one the spec asks for.
 	ReasonDeploymentUpdateFailed = "DeploymentUpdateFailed"
-	// ReasonServiceCreateFailed, ReasonServiceReadFailed and
-	// ReasonServiceUpdateFailed are the same for the Memcached's headless
-	// Service; an update restores its selector and ports.
-	ReasonServiceCreateFailed = "ServiceCreateFailed"
-	ReasonServiceReadFailed   = "ServiceReadFailed"
-	ReasonServiceUpdateFailed = "ServiceUpdateFailed"
-	// ReasonServiceNotOwned means a Service with the Memcached's name exists
-	// but another owner controls it; the operator leaves it alone.
-	ReasonServiceNotOwned = "ServiceNotOwned"
-	// ReasonPodDisruptionBudgetCreateFailed and the three reasons after it
-	// are the same for the Memcached's PodDisruptionBudget, which the
-	// operator also deletes when spec.size drops to 1 or 0.
-	ReasonPodDisruptionBudgetCreateFailed = "PodDisruptionBudgetCreateFailed"
-	ReasonPodDisruptionBudgetReadFailed   = "PodDisruptionBudgetReadFailed"
-	ReasonPodDisruptionBudgetUpdateFailed = "PodDisruptionBudgetUpdateFailed"
-	ReasonPodDisruptionBudgetDeleteFailed = "PodDisruptionBudgetDeleteFailed"
-	// ReasonPodDisruptionBudgetNotOwned means a PodDisruptionBudget with the
-	// Memcached's name exists but another owner controls it.
-	ReasonPodDisruptionBudgetNotOwned = "PodDisruptionBudgetNotOwned"
-	// ReasonServiceMonitorCreateFailed and the three reasons after it are
-	// the same for the Memcached's ServiceMonitor, which the operator
-	// deletes when monitoring is turned off.
-	ReasonServiceMonitorCreateFailed = "ServiceMonitorCreateFailed"
-	ReasonServiceMonitorReadFailed   = "ServiceMonitorReadFailed"
-	ReasonServiceMonitorUpdateFailed = "ServiceMonitorUpdateFailed"
-	ReasonServiceMonitorDeleteFailed = "ServiceMonitorDeleteFailed"
-	// ReasonServiceMonitorNotOwned means a ServiceMonitor with the
-	// Memcached's name exists but another owner controls it.
-	ReasonServiceMonitorNotOwned = "ServiceMonitorNotOwned"
 	// ReasonInvalidSpec means the spec asks for what memcached cannot run
 	// with, such as extra arguments the operator does not allow, values
 	// memcached exits on, a cache larger than the memory limit, or pod

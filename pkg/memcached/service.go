@@ -38,3 +38,17 @@ func NewService(m *v1alpha1.Memcached) *corev1.Service {
 		},
 	}
 }
+
+// The reasons below name the failed steps of the Memcached's Service,
+// as those of reasons.go name the Deployment's.
+const (
+	// ReasonServiceCreateFailed, ReasonServiceReadFailed and
+	// ReasonServiceUpdateFailed are the same for the Memcached's headless
+	// Service; an update restores its selector and ports.
+	ReasonServiceCreateFailed = "ServiceCreateFailed"
+	ReasonServiceReadFailed   = "ServiceReadFailed"
+	ReasonServiceUpdateFailed = "ServiceUpdateFailed"
+	// ReasonServiceNotOwned means a Service with the Memcached's name exists
+	// but another owner controls it; the operator leaves it alone.
+	ReasonServiceNotOwned = "ServiceNotOwned"
+)

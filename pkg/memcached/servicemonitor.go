@@ -15,7 +15,7 @@ const serviceMonitorInterval = "30s"
 
 // ServiceMonitorGVR is the Prometheus Operator's ServiceMonitor API. Its
 // CustomResourceDefinition may be absent: the operator uses the API only while
-// discovery says it is served (see kube.CachedClient.ServiceMonitorsServed).
+// discovery says it is served (see kube.Kind.Optional).
 var ServiceMonitorGVR = schema.GroupVersionResource{Group: "monitoring.coreos.com", Version: "v1", Resource: "servicemonitors"}
 
 // serviceMonitorSpec is the spec of m's ServiceMonitor: it selects m's
@@ -62,3 +62,18 @@ func HasMetricsPort(s *corev1.Service) bool {
 	}
 	return false
 }
+
+// The reasons below name the failed steps of the Memcached's ServiceMonitor,
+// as those of reasons.go name the Deployment's.
+const (
+	// ReasonServiceMonitorCreateFailed and the three reasons after it are
+	// the same for the Memcached's ServiceMonitor, which the operator
+	// deletes when monitoring is turned off.
+	ReasonServiceMonitorCreateFailed = "ServiceMonitorCreateFailed"
+	ReasonServiceMonitorReadFailed   = "ServiceMonitorReadFailed"
+	ReasonServiceMonitorUpdateFailed = "ServiceMonitorUpdateFailed"
+	ReasonServiceMonitorDeleteFailed = "ServiceMonitorDeleteFailed"
+	// ReasonServiceMonitorNotOwned means a ServiceMonitor with the
+	// Memcached's name exists but another owner controls it.
+	ReasonServiceMonitorNotOwned = "ServiceMonitorNotOwned"
+)

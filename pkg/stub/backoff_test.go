@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/example-inc/memcached-operator/pkg/kube"
 	"github.com/example-inc/memcached-operator/pkg/memcached/memcachedtest"
 	"github.com/operator-framework/operator-sdk/pkg/sdk"
-	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/record"
@@ -27,7 +27,10 @@ type flakyWebhookClient struct {
 	written *v1alpha1.Memcached
 }
 
-func (c *flakyWebhookClient) CreateDeployment(manifest *unstructured.Unstructured) (*appsv1.Deployment, error) {
+func (c *flakyWebhookClient) Create(k *kube.Kind, manifest *unstructured.Unstructured) (kube.Object, error) {
+	if k != kube.DeploymentKind {
+		return c.fakeClient.Create(k, manifest)
+	}
 	c.calls++
 	return nil, apierrors.NewInternalError(fmt.Errorf(`failed calling webhook "deployments.policy.example.com": `+
 		`Post "https://policy.example.svc:443/validate?timeout=10s": dial tcp 198.18.0.7:443: connect: connection refused (attempt %d)`, c.calls))

@@ -37,11 +37,14 @@ func TestPhantomChildIsCreatedAnew(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := kube.NewCachedClient(clients, "test")
+	c, err := kube.NewCachedClient(clients, "test", Kinds()...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	// The earlier Memcached's create, which the cache never showed.
 	manifest, err := memcached.ToManifest(phantom)
 	if err == nil {
-		_, err = c.CreateDeployment(manifest)
+		_, err = c.Create(kube.DeploymentKind, manifest)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +65,7 @@ func TestPhantomChildIsCreatedAnew(t *testing.T) {
 		"POST /apis/apps/v1/namespaces/test/deployments",
 		"POST /api/v1/namespaces/test/services",
 	})
-	if d, err := c.GetDeployment("test", "example"); err != nil || !metav1.IsControlledBy(d, m) {
-		t.Errorf("GetDeployment after the reconcile: got %v, %v; want the new memcached's deployment", d, err)
+	if d, err := c.Get(kube.DeploymentKind, "test", "example"); err != nil || !metav1.IsControlledBy(d, m) {
+		t.Errorf("Get after the reconcile: got %v, %v; want the new memcached's deployment", d, err)
 	}
 }

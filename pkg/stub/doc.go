@@ -11,23 +11,33 @@
 // main.go calls sdk.Watch on Memcached resources, sdk.Handle with a
 // Handler and sdk.Run. Handle type-switches on the event and queues a
 // reconcile (reconcile.go) that reads as a checklist: ensure the
-// Deployment, check that it is ours, ensure its size and pod template,
-// ensure the Service and the budget, update the status. Each child has a
-// pure builder in package memcached, which also holds the spec and status
-// rules, and an idempotent step here; the steps read and write through
-// Client, which package kube implements with informer caches.
+// Deployment, check that it is ours, ensure its size and pod template, then
+// ensure each of the other children in turn, and update the status. The
+// steps read and write through Client, which package kube implements with
+// informer caches; pure builders, spec and status rules are package
+// memcached's.
+//
+// Every child after the Deployment has one shape: an ownedChild (child.go),
+// a value whose fields are all that tell it from the others (its
+// kube.Kind, its builder, what it compares and restores, its reasons and
+// Events), run by one generic step that creates it, leaves another owner's
+// alone and restores what someone changed. service.go, pdb.go and
+// servicemonitor.go each declare one; Kinds gives their kube.Kinds to
+// kube.NewCachedClient, which serves any Kind by the same calls.
 //
 // # Where to add
 //
-// A new child, such as a ConfigMap: its builder and the reasons of its
-// failures in package memcached (configmap.go, reasons.go); its Get,
-// Read, Create, Patch and Delete in Client and in kube.CachedClient, with
-// a cache there if its changes must bring a reconcile; its ensure step
-// here (configmap.go, after service.go) and one line in ensureChildren
-// (reconcile.go). A new condition, or a new rule of an existing one: in
-// package memcached's status.go alone (ComputeStatus and its reasons), with
-// its type in pkg/apis/cache/v1alpha1; the steps here only pass on what
-// they saw.
+// A new child, such as a ConfigMap: its pure builder and the reasons of its
+// failures in package memcached (configmap.go, as service.go has the
+// Service's); its ownedChild, with its kube.Kind, in a file here
+// (configmap.go, as service.go); and one line in the list of children
+// (child.go). Package kube and the generic step need no change
+// (TestANewChildIsOneDeclaration, TestCachedClientServesANewChild); the
+// operator's Role does, for a resource it does not grant yet
+// (deploy/rbac.yaml, then make olm-catalog). A new
+// condition, or a new rule of an existing one: in package memcached's
+// status.go alone (ComputeStatus and its reasons), with its type in
+// pkg/apis/cache/v1alpha1; the steps here only pass on what they saw.
 //
 // # What the v0.0.x SDK gets wrong on today's clusters, and what this does
 //

@@ -37,6 +37,9 @@ type childKind struct {
 	// kind is the child's kind as messages name it, in lower case.
 	kind                               string
 	readFailed, createFailed, notOwned string
+	// updateFailed and deleteFailed are the reasons of failed restores
+	// and deletions, which the Deployment's steps name themselves.
+	updateFailed, deleteFailed string
 }
 
 // deploymentChild names the Deployment's failures.

@@ -41,6 +41,8 @@ type fakeClient struct {
 	// namespace/name, show this UID instead of the stored one: the cache
 	// still shows an object that has since been replaced.
 	cachedUID map[string]types.UID
+	// stores holds the stores above, and any a test adds, by resource.
+	stores map[schema.GroupResource]fakeStore
 	// failOn makes the call whose action starts with the key fail with the value.
 	failOn map[string]error
 
@@ -63,6 +65,12 @@ func newFakeClient(objects ...runtime.Object) *fakeClient {
 		failOn:          map[string]error{},
 		uncached:        map[string]bool{},
 		cachedUID:       map[string]types.UID{},
+	}
+	f.stores = map[schema.GroupResource]fakeStore{
+		memcached.DeploymentResource:                typedStore[*appsv1.Deployment]{"deployment", memcached.DeploymentResource, f.deployments},
+		memcached.ServiceResource:                   typedStore[*corev1.Service]{"service", memcached.ServiceResource, f.services},
+		memcached.PodDisruptionBudgetResource:       typedStore[*policyv1beta1.PodDisruptionBudget]{"poddisruptionbudget", memcached.PodDisruptionBudgetResource, f.pdbs},
+		memcached.ServiceMonitorGVR.GroupResource(): typedStore[*unstructured.Unstructured]{"servicemonitor", memcached.ServiceMonitorGVR.GroupResource(), f.serviceMonitors},
 	}
 	for _, o := range objects {
 		switch o := o.(type) {
@@ -112,10 +120,6 @@ func (f *fakeClient) UpdateMemcachedStatus(m *v1alpha1.Memcached) (*v1alpha1.Mem
 	return stored.DeepCopy(), nil
 }
 
-func (f *fakeClient) GetDeployment(namespace, name string) (*appsv1.Deployment, error) {
-	return fakeGet(f, "deployment", memcached.DeploymentResource, f.deployments, namespace, name)
-}
-
 func (f *fakeClient) ListDeployments() ([]*appsv1.Deployment, error) {
 	if err := f.record("list deployments"); err != nil {
 		return nil, err
@@ -129,78 +133,101 @@ func (f *fakeClient) ListDeployments() ([]*appsv1.Deployment, error) {
 	return out, nil
 }
 
-func (f *fakeClient) ReadDeployment(namespace, name string) (*appsv1.Deployment, error) {
-	return fakeRead(f, "deployment", memcached.DeploymentResource, f.deployments, namespace, name)
+// fakeStore is the fake client's store of one kind of child.
+type fakeStore interface {
+	get(f *fakeClient, namespace, name string) (kube.Object, error)
+	read(f *fakeClient, namespace, name string) (kube.Object, error)
+	create(f *fakeClient, manifest *unstructured.Unstructured) (kube.Object, error)
+	patch(f *fakeClient, namespace, name string, uid types.UID, patch []byte) error
+	delete(f *fakeClient, namespace, name string, uid types.UID) error
 }
 
-func (f *fakeClient) CreateDeployment(manifest *unstructured.Unstructured) (*appsv1.Deployment, error) {
-	return fakeCreate(f, "deployment", memcached.DeploymentResource, f.deployments, manifest)
+// typedStore stores the objects of one kind, as T, in objects, and names
+// the kind in actions as kind.
+type typedStore[T fakeObject[T]] struct {
+	kind    string
+	gr      schema.GroupResource
+	objects map[string]T
 }
 
-func (f *fakeClient) PatchDeployment(namespace, name string, uid types.UID, patch []byte) error {
-	return fakePatch(f, "deployment", memcached.DeploymentResource, f.deployments, namespace, name, uid, patch)
+func (s typedStore[T]) get(f *fakeClient, namespace, name string) (kube.Object, error) {
+	return fakeGet(f, s.kind, s.gr, s.objects, namespace, name)
 }
 
-func (f *fakeClient) GetService(namespace, name string) (*corev1.Service, error) {
-	return fakeGet(f, "service", memcached.ServiceResource, f.services, namespace, name)
+func (s typedStore[T]) read(f *fakeClient, namespace, name string) (kube.Object, error) {
+	return fakeRead(f, s.kind, s.gr, s.objects, namespace, name)
 }
 
-func (f *fakeClient) ReadService(namespace, name string) (*corev1.Service, error) {
-	return fakeRead(f, "service", memcached.ServiceResource, f.services, namespace, name)
+func (s typedStore[T]) create(f *fakeClient, manifest *unstructured.Unstructured) (kube.Object, error) {
+	return fakeCreate(f, s.kind, s.gr, s.objects, manifest)
 }
 
-func (f *fakeClient) CreateService(manifest *unstructured.Unstructured) (*corev1.Service, error) {
-	return fakeCreate(f, "service", memcached.ServiceResource, f.services, manifest)
+func (s typedStore[T]) patch(f *fakeClient, namespace, name string, uid types.UID, patch []byte) error {
+	return fakePatch(f, s.kind, s.gr, s.objects, namespace, name, uid, patch)
 }
 
-func (f *fakeClient) PatchService(namespace, name string, uid types.UID, patch []byte) error {
-	return fakePatch(f, "service", memcached.ServiceResource, f.services, namespace, name, uid, patch)
+func (s typedStore[T]) delete(f *fakeClient, namespace, name string, uid types.UID) error {
+	return fakeDelete(f, s.kind, s.gr, s.objects, namespace, name, uid)
 }
 
-func (f *fakeClient) DeleteService(namespace, name string, uid types.UID) error {
-	return fakeDelete(f, "service", memcached.ServiceResource, f.services, namespace, name, uid)
+// store returns the store of k's objects.
+func (f *fakeClient) store(k *kube.Kind) (fakeStore, error) {
+	s, ok := f.stores[k.Resource.GroupResource()]
+	if !ok {
+		return nil, fmt.Errorf("fake client: no store of %s", k)
+	}
+	return s, nil
 }
 
-func (f *fakeClient) GetPodDisruptionBudget(namespace, name string) (*policyv1beta1.PodDisruptionBudget, error) {
-	return fakeGet(f, "poddisruptionbudget", memcached.PodDisruptionBudgetResource, f.pdbs, namespace, name)
+// Get is the cache read, but for an Optional kind, which has no cache: it
+// reads the API server, as CachedClient does.
+func (f *fakeClient) Get(k *kube.Kind, namespace, name string) (kube.Object, error) {
+	s, err := f.store(k)
+	if err != nil {
+		return nil, err
+	}
+	if k.Optional {
+		return s.read(f, namespace, name)
+	}
+	return s.get(f, namespace, name)
 }
 
-func (f *fakeClient) ReadPodDisruptionBudget(namespace, name string) (*policyv1beta1.PodDisruptionBudget, error) {
-	return fakeRead(f, "poddisruptionbudget", memcached.PodDisruptionBudgetResource, f.pdbs, namespace, name)
+func (f *fakeClient) Read(k *kube.Kind, namespace, name string) (kube.Object, error) {
+	s, err := f.store(k)
+	if err != nil {
+		return nil, err
+	}
+	return s.read(f, namespace, name)
 }
 
-func (f *fakeClient) CreatePodDisruptionBudget(manifest *unstructured.Unstructured) (*policyv1beta1.PodDisruptionBudget, error) {
-	return fakeCreate(f, "poddisruptionbudget", memcached.PodDisruptionBudgetResource, f.pdbs, manifest)
+func (f *fakeClient) Create(k *kube.Kind, manifest *unstructured.Unstructured) (kube.Object, error) {
+	s, err := f.store(k)
+	if err != nil {
+		return nil, err
+	}
+	return s.create(f, manifest)
 }
 
-func (f *fakeClient) PatchPodDisruptionBudget(namespace, name string, uid types.UID, patch []byte) error {
-	return fakePatch(f, "poddisruptionbudget", memcached.PodDisruptionBudgetResource, f.pdbs, namespace, name, uid, patch)
+func (f *fakeClient) Patch(k *kube.Kind, namespace, name string, uid types.UID, patch []byte) error {
+	s, err := f.store(k)
+	if err != nil {
+		return err
+	}
+	return s.patch(f, namespace, name, uid, patch)
 }
 
-func (f *fakeClient) DeletePodDisruptionBudget(namespace, name string, uid types.UID) error {
-	return fakeDelete(f, "poddisruptionbudget", memcached.PodDisruptionBudgetResource, f.pdbs, namespace, name, uid)
+func (f *fakeClient) Delete(k *kube.Kind, namespace, name string, uid types.UID) error {
+	s, err := f.store(k)
+	if err != nil {
+		return err
+	}
+	return s.delete(f, namespace, name, uid)
 }
 
-// ServiceMonitorsServed records no action: the real client asks discovery
-// once per check interval, not once a call.
-func (f *fakeClient) ServiceMonitorsServed() bool {
-	return f.serviceMonitorsServed
-}
-
-func (f *fakeClient) ReadServiceMonitor(namespace, name string) (*unstructured.Unstructured, error) {
-	return fakeRead(f, "servicemonitor", memcached.ServiceMonitorGVR.GroupResource(), f.serviceMonitors, namespace, name)
-}
-
-func (f *fakeClient) CreateServiceMonitor(manifest *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	return fakeCreate(f, "servicemonitor", memcached.ServiceMonitorGVR.GroupResource(), f.serviceMonitors, manifest)
-}
-
-func (f *fakeClient) PatchServiceMonitor(namespace, name string, uid types.UID, patch []byte) error {
-	return fakePatch(f, "servicemonitor", memcached.ServiceMonitorGVR.GroupResource(), f.serviceMonitors, namespace, name, uid, patch)
-}
-
-func (f *fakeClient) DeleteServiceMonitor(namespace, name string, uid types.UID) error {
-	return fakeDelete(f, "servicemonitor", memcached.ServiceMonitorGVR.GroupResource(), f.serviceMonitors, namespace, name, uid)
+// Served records no action: the real client asks discovery once per check
+// interval, not once a call. Only ServiceMonitors are Optional.
+func (f *fakeClient) Served(k *kube.Kind) bool {
+	return !k.Optional || f.serviceMonitorsServed
 }
 
 // setContent fills o from content, which an Unstructured takes as it is.

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/example-inc/memcached-operator/pkg/kube"
 	"github.com/example-inc/memcached-operator/pkg/memcached"
 	"github.com/example-inc/memcached-operator/pkg/memcached/memcachedtest"
 	"github.com/operator-framework/operator-sdk/pkg/sdk"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -539,15 +539,17 @@ func TestToleratesConcurrentCreate(t *testing.T) {
 	}
 }
 
-// racingClient runs beforeCreate just before each CreateDeployment.
+// racingClient runs beforeCreate just before each create of a Deployment.
 type racingClient struct {
 	*fakeClient
 	beforeCreate func()
 }
 
-func (r *racingClient) CreateDeployment(manifest *unstructured.Unstructured) (*appsv1.Deployment, error) {
-	r.beforeCreate()
-	return r.fakeClient.CreateDeployment(manifest)
+func (r *racingClient) Create(k *kube.Kind, manifest *unstructured.Unstructured) (kube.Object, error) {
+	if k == kube.DeploymentKind {
+		r.beforeCreate()
+	}
+	return r.fakeClient.Create(k, manifest)
 }
 
 func TestReturnsWrappedErrors(t *testing.T) {

@@ -79,21 +79,23 @@ func (h *Handler) reconcileSteps(m *v1alpha1.Memcached) error {
 }
 
 // ensureChildren makes sure that m's Deployment, as want, exists, is
-// m's own and runs spec.size replicas of the current pod template, and that
-// m has its Service, with more than one pod its PodDisruptionBudget, and
-// with monitoring its ServiceMonitor where that API is served.
+// m's own and runs spec.size replicas of the current pod template, then
+// ensures m's other children, in order (see children): its Service, with
+// more than one pod its PodDisruptionBudget, and with monitoring its
+// ServiceMonitor where that API is served.
 // It returns the Deployment as it found it, if any, reports whether it
 // created it, and returns the step that failed, or nil. The steps stop at
 // the first failure: a Deployment that is not m's, in particular, gets no
 // Service that would route to its pods.
 func (h *Handler) ensureChildren(m *v1alpha1.Memcached, want *desiredDeployment) (d *appsv1.Deployment, created bool, f *failure) {
-	d, created, f = ensureExists(m, deploymentChild, h.client.GetDeployment, h.client.ReadDeployment,
+	deployments := typed[*appsv1.Deployment]{h.client, kube.DeploymentKind}
+	d, created, f = ensureExists(m, deploymentChild, deployments.get, deployments.read,
 		func() (*appsv1.Deployment, error) {
 			manifest, err := want.build()
 			if err != nil {
 				return nil, err
 			}
-			return h.client.CreateDeployment(manifest)
+			return deployments.create(manifest)
 		})
 	if f != nil {
 		return nil, false, f
@@ -114,13 +116,12 @@ func (h *Handler) ensureChildren(m *v1alpha1.Memcached, want *desiredDeployment)
 			return d, false, f
 		}
 	}
-	if f := h.ensureService(m); f != nil {
-		return d, created, f
+	for _, c := range children {
+		if f := c.ensure(h, m); f != nil {
+			return d, created, f
+		}
 	}
-	if f := h.ensurePodDisruptionBudget(m); f != nil {
-		return d, created, f
-	}
-	return d, created, h.ensureServiceMonitor(m)
+	return d, created, nil
 }
 
 // ensureSize sets the Deployment's replicas to spec.size when they differ.
@@ -175,7 +176,7 @@ func (h *Handler) ensurePodTemplate(m *v1alpha1.Memcached, d *appsv1.Deployment,
 		patch, err = memcached.TemplatePatch(d.UID, manifest)
 	}
 	if err == nil {
-		err = h.client.PatchDeployment(d.Namespace, d.Name, d.UID, patch)
+		err = h.client.Patch(kube.DeploymentKind, d.Namespace, d.Name, d.UID, patch)
 	}
 	if err != nil {
 		if paced {
@@ -206,7 +207,7 @@ func (h *Handler) ensureProgressDeadline(d *appsv1.Deployment) *failure {
 	}
 	patch, err := memcached.JSONPatchSet(d.UID, map[string]interface{}{"/spec/progressDeadlineSeconds": memcached.ProgressDeadlineSeconds})
 	if err == nil {
-		err = h.client.PatchDeployment(d.Namespace, d.Name, d.UID, patch)
+		err = h.client.Patch(kube.DeploymentKind, d.Namespace, d.Name, d.UID, patch)
 	}
 	if err != nil {
 		return newFailure(memcached.ReasonDeploymentUpdateFailed, "failed to set the progress deadline of deployment %s/%s: %w", d.Namespace, d.Name, err)
@@ -279,7 +280,7 @@ func (h *Handler) desiredStatus(m *v1alpha1.Memcached, want *desiredDeployment, 
 // serviceName returns the name of m's own Service as the cache shows it,
 // or "" when m has none.
 func (h *Handler) serviceName(m *v1alpha1.Memcached) string {
-	s, err := h.client.GetService(m.Namespace, m.Name)
+	s, err := typed[*corev1.Service]{h.client, serviceChild.api}.get(m.Namespace, m.Name)
 	if err != nil || !metav1.IsControlledBy(s, m) {
 		return ""
 	}

@@ -4,71 +4,58 @@ import (
 	"reflect"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/example-inc/memcached-operator/pkg/kube"
 	"github.com/example-inc/memcached-operator/pkg/memcached"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // ReasonServiceUpdated is the reason of the Normal Event recorded when the
 // operator restores the selector or ports of a Memcached's Service.
 const ReasonServiceUpdated = "ServiceUpdated"
 
-// serviceChild names the Service's failures.
-var serviceChild = childKind{
-	kind:         "service",
-	readFailed:   memcached.ReasonServiceReadFailed,
-	createFailed: memcached.ReasonServiceCreateFailed,
-	notOwned:     memcached.ReasonServiceNotOwned,
-}
-
-// ensureService makes sure that m's headless Service exists, is m's own and
-// selects m's pods on the memcached port and, with monitoring, the metrics
-// port, restoring its selector and ports
-// when someone changed them.
-func (h *Handler) ensureService(m *v1alpha1.Memcached) *failure {
-	want := memcached.NewService(m)
-	s, created, f := ensureExists(m, serviceChild, h.client.GetService, h.client.ReadService,
-		func() (*corev1.Service, error) {
-			manifest, err := memcached.ToManifest(want)
-			if err != nil {
-				return nil, err
-			}
-			return h.client.CreateService(manifest)
-		})
-	if f != nil || created {
-		return f
-	}
-	if !metav1.IsControlledBy(s, m) {
-		return notOwned(m, serviceChild, s)
-	}
-	if s.Spec.ClusterIP != corev1.ClusterIPNone {
-		// A cluster IP cannot be removed: the Service goes, and its
-		// deletion brings the reconcile that creates it anew.
-		if err := h.client.DeleteService(s.Namespace, s.Name, s.UID); err != nil && !isGone(err) {
-			return newFailure(memcached.ReasonServiceUpdateFailed, "failed to delete service %s/%s, which has a cluster IP: %v", s.Namespace, s.Name, err)
+// serviceChild is m's headless Service, which selects m's pods on the
+// memcached port and, with monitoring, the metrics port. Its selector and
+// ports are restored when someone changed them; a cluster IP cannot be
+// removed, so a Service with one goes and is created anew.
+var serviceChild = &ownedChild[*corev1.Service]{
+	childKind: childKind{
+		kind:         "service",
+		readFailed:   memcached.ReasonServiceReadFailed,
+		createFailed: memcached.ReasonServiceCreateFailed,
+		notOwned:     memcached.ReasonServiceNotOwned,
+		updateFailed: memcached.ReasonServiceUpdateFailed,
+	},
+	api: &kube.Kind{
+		Resource: corev1.SchemeGroupVersion.WithResource(memcached.ServiceResource.Resource),
+		New:      func() kube.Object { return &corev1.Service{} },
+		NewList:  func() runtime.Object { return &corev1.ServiceList{} },
+		Trim:     kube.TrimOf(trimService),
+	},
+	want: func(m *v1alpha1.Memcached) (*corev1.Service, error) { return memcached.NewService(m), nil },
+	holds: func(got, want *corev1.Service) bool {
+		return reflect.DeepEqual(got.Spec.Selector, want.Spec.Selector) && portsEqual(got.Spec.Ports, want.Spec.Ports)
+	},
+	restore: func(_, want *corev1.Service) map[string]interface{} {
+		return map[string]interface{}{
+			"/spec/selector": want.Spec.Selector,
+			"/spec/ports":    want.Spec.Ports,
+		}
+	},
+	replace: func(got *corev1.Service) string {
+		if got.Spec.ClusterIP != corev1.ClusterIPNone {
+			return "which has a cluster IP"
+		}
+		return ""
+	},
+	beforeRestore: func(h *Handler, m *v1alpha1.Memcached, got *corev1.Service) *failure {
+		if !memcached.Monitored(m) && memcached.HasMetricsPort(got) {
+			return serviceMonitorChild.remove(h, m)
 		}
 		return nil
-	}
-	if reflect.DeepEqual(s.Spec.Selector, want.Spec.Selector) && portsEqual(s.Spec.Ports, want.Spec.Ports) {
-		return nil
-	}
-	if !memcached.Monitored(m) && memcached.HasMetricsPort(s) {
-		if f := h.removeServiceMonitor(m); f != nil {
-			return f
-		}
-	}
-	patch, err := memcached.JSONPatchSet(s.UID, map[string]interface{}{
-		"/spec/selector": want.Spec.Selector,
-		"/spec/ports":    want.Spec.Ports,
-	})
-	if err == nil {
-		err = h.client.PatchService(s.Namespace, s.Name, s.UID, patch)
-	}
-	if err != nil {
-		return newFailure(memcached.ReasonServiceUpdateFailed, "failed to restore the selector and ports of service %s/%s: %w", s.Namespace, s.Name, err)
-	}
-	h.recorder.Eventf(m, corev1.EventTypeNormal, ReasonServiceUpdated, "Restored the selector and ports of service %s", s.Name)
-	return nil
+	},
+	restoreFailed: "failed to restore the selector and ports of service %s/%s: %w",
+	restored:      event{ReasonServiceUpdated, "Restored the selector and ports of service %s"},
 }
 
 // portsEqual reports whether got holds the ports of want, comparing what
@@ -84,4 +71,16 @@ func portsEqual(got, want []corev1.ServicePort) bool {
 		}
 	}
 	return true
+}
+
+// trimService keeps what serviceChild compares: the Service's metadata
+// without annotations, its cluster IP, selector and ports.
+func trimService(s *corev1.Service) {
+	s.Annotations = nil
+	s.Spec = corev1.ServiceSpec{
+		ClusterIP: s.Spec.ClusterIP,
+		Selector:  s.Spec.Selector,
+		Ports:     s.Spec.Ports,
+	}
+	s.Status = corev1.ServiceStatus{}
 }

@@ -1,0 +1,146 @@
+package kube
+
+import (
+	"fmt"
+
+	"github.com/example-inc/memcached-operator/pkg/memcached"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+)
+
+// Object is a child kind's typed object, as the caches hold it and the
+// client returns it, and as the handler's steps take it.
+type Object interface {
+	metav1.Object
+	runtime.Object
+}
+
+// Kind describes one kind of a Memcached's children to CachedClient, which
+// needs nothing else to cache, read and write it: a new kind of child is a
+// Kind, declared beside the step that ensures it, and no code here.
+//
+// Its objects travel as protobuf when client-go's scheme knows its group
+// version, and as JSON otherwise, decoded into New's type: a client-go 1.11
+// struct whose JSON names the fields the operator uses, such as policy/v1
+// PodDisruptionBudgets into policy/v1beta1's, or
+// unstructured.Unstructured for an API that client-go 1.11 has no type for.
+type Kind struct {
+	// Resource is the kind's API resource, in the group version the
+	// operator speaks.
+	Resource schema.GroupVersionResource
+	// New returns an empty object of the kind.
+	New func() Object
+	// NewList returns an empty list of the kind, for its cache; an
+	// Optional kind has none.
+	NewList func() runtime.Object
+	// Trim, if set, drops from an object what the reconcile does not read,
+	// before the cache stores it or the client returns what it created
+	// (see TrimOf).
+	Trim func(runtime.Object)
+	// Changed, if set, reports whether an update of a cached object needs
+	// its Memcached reconciled (see OnChildChange); without it every one
+	// does.
+	Changed func(old, obj interface{}) bool
+	// Optional marks an API that may come and go, such as a
+	// CustomResourceDefinition's: no cache watches it, Get reads the API
+	// server, and Served says, as discovery saw it at most an interval ago
+	// (see CheckServedEvery), whether it is served.
+	Optional bool
+}
+
+// String names the kind's resource, as errors do.
+func (k *Kind) String() string {
+	gr := k.Resource.GroupResource()
+	return gr.String()
+}
+
+// TrimOf returns trim as a Kind's Trim: it trims the objects of T's type
+// and leaves others, such as the Status of a watch's error event, alone.
+func TrimOf[T Object](trim func(T)) func(runtime.Object) {
+	return func(obj runtime.Object) {
+		if o, ok := obj.(T); ok {
+			trim(o)
+		}
+	}
+}
+
+// DeploymentKind is the memcached Deployment, the child that the handler's
+// checklist ensures first, with steps of its own (its size, its pod
+// template, the fleet's rolls), and that ListDeployments and
+// ScaleDeployment serve.
+var DeploymentKind = &Kind{
+	Resource: appsv1.SchemeGroupVersion.WithResource(memcached.DeploymentResource.Resource),
+	New:      func() Object { return &appsv1.Deployment{} },
+	NewList:  func() runtime.Object { return &appsv1.DeploymentList{} },
+	Trim:     TrimOf(trimDeployment),
+	Changed:  deploymentChanged,
+}
+
+// builtin reports whether client-go 1.11's scheme knows gv, whose objects
+// then travel as protobuf.
+func builtin(gv schema.GroupVersion) bool {
+	return scheme.Scheme.IsVersionRegistered(gv)
+}
+
+// jsonScheme returns the scheme that decodes the JSON kinds among kinds,
+// and their API server's errors and list options: New's and NewList's types
+// under the kind's group version, except unstructured ones, which the JSON
+// decoder fills as they come.
+func jsonScheme(kinds []*Kind) *runtime.Scheme {
+	s := runtime.NewScheme()
+	seen := map[schema.GroupVersion]bool{}
+	for _, k := range kinds {
+		gv := k.Resource.GroupVersion()
+		if builtin(gv) {
+			continue
+		}
+		if _, ok := k.New().(*unstructured.Unstructured); !ok && k.NewList != nil {
+			s.AddKnownTypes(gv, k.New(), k.NewList())
+		}
+		if !seen[gv] {
+			seen[gv] = true
+			metav1.AddToGroupVersion(s, gv)
+		}
+	}
+	return s
+}
+
+// kindREST returns the REST client for k's group version from cfg, which
+// speaks protobuf for built-in group versions (see NewClients), and the
+// codec of its list options: protobuf and client-go's scheme where
+// builtin, as client-go's typed clients have them, JSON and s elsewhere.
+func kindREST(cfg *rest.Config, k *Kind, s *runtime.Scheme) (rest.Interface, runtime.ParameterCodec, error) {
+	gv := k.Resource.GroupVersion()
+	cfg = rest.CopyConfig(cfg)
+	cfg.GroupVersion = &gv
+	cfg.APIPath = "/apis"
+	if gv.Group == "" {
+		cfg.APIPath = "/api"
+	}
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	codec := scheme.ParameterCodec
+	if builtin(gv) {
+		cfg.NegotiatedSerializer = serializer.DirectCodecFactory{CodecFactory: scheme.Codecs}
+	} else {
+		// Only the clientset's group versions share its rate limiter; a
+		// JSON client has one of its own.
+		cfg.RateLimiter = nil
+		cfg.ContentType = runtime.ContentTypeJSON
+		cfg.AcceptContentTypes = runtime.ContentTypeJSON
+		cfg.NegotiatedSerializer = serializer.DirectCodecFactory{CodecFactory: serializer.NewCodecFactory(s)}
+		codec = runtime.NewParameterCodec(s)
+	}
+	client, err := rest.RESTClientFor(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("failed to create the %s client: %v", k, err)
+	}
+	return client, codec, nil
+}

@@ -40,6 +40,7 @@ type Package struct {
 	Standard   bool     // part of the standard library
 	Module     *Module  // the module that provides it
 	Imports    []string // the packages it imports (not its tests)
+	Deps       []string // every package it depends on, directly or not
 }
 
 // Input is what the renderer needs: the main module's build list, the packages that its

@@ -314,7 +314,7 @@ var childGVRs = []schema.GroupVersionResource{
 // manifests for the children floor. The test module cannot call the
 // operator's builders: they live in package stub, which imports
 // operator-sdk v0.0.7 and client-go 1.11, while this module needs
-// client-go 0.36, and a Go build holds one version of a module. So the
+// client-go 0.37, and a Go build holds one version of a module. So the
 // operator builds them itself: it runs on one Memcached, named as the
 // benchmark's first, in a namespace of its own, until the Memcached
 // converges, and the children it then controls are read back. Each keeps

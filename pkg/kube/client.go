@@ -74,14 +74,14 @@ type Clients struct {
 // children of kinds. Its caches hold only objects labelled app=memcached;
 // Start fills them.
 func NewCachedClient(clients Clients, namespace string, kinds ...*Kind) (*CachedClient, error) {
+	if clients.config == nil || clients.cacheConfig == nil {
+		return nil, fmt.Errorf("the clients were not built by NewClients")
+	}
 	c := &CachedClient{
 		memcacheds: clients.Memcacheds,
 		discovery:  clients.Discovery,
 		kinds:      map[schema.GroupVersionResource]*children{},
 		pods:       newPodInformer(clients.CacheKube, namespace, memcached.ManagedSelector),
-	}
-	if clients.config == nil || clients.cacheConfig == nil {
-		return nil, fmt.Errorf("the clients were not built by NewClients")
 	}
 	s := jsonScheme(kinds)
 	for _, k := range kinds {

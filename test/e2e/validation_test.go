@@ -8,6 +8,7 @@ import (
 	"os"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/example-inc/memcached-operator/test/framework"
@@ -338,74 +339,81 @@ description: memcached pods of TestBadInput
 			t.Errorf("cleanup: %v", err)
 		}
 	})
-	accepted := 0
-	for _, c := range badInputs() {
-		t.Run(c.name, func(t *testing.T) {
-			ns := ns.withT(t)
-			args := c.args
-			if args == nil {
-				args = []string{"apply", "-f", "-"}
-			}
-			out, err := ns.kubectl.RunWithInput(ctx, c.manifest, args...)
-			if c.refused != "" {
-				checkRefused(t, err, c.refused)
-				if c.object != "" && ns.exists("memcached", c.object) {
-					t.Errorf("memcached %s exists, want it refused", c.object)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("want it accepted: %v", err)
-			}
-			accepted++
-			name := c.object
-			if name == "" {
-				name = strings.TrimPrefix(strings.TrimSpace(out), "memcached.cache.example.com/")
-			}
-			ns.waitConverged(name, c.size)
-			if c.check != nil {
-				c.check(t, ns, name)
-			}
-		})
-	}
-
-	t.Run("writes to an existing Memcached", func(t *testing.T) {
-		ns := ns.withT(t)
-		ns.createMemcached("target", 1)
-		before := ns.waitConverged("target", 1)
-		accepted++
-		for _, w := range []struct {
-			name    string
-			args    []string
-			refused string
-		}{
-			{"kubectl scale above 100 is refused", []string{"scale", "memcached/target", "--replicas=101"}, "spec.size in body should be less than or equal to 100"},
-			{"a patch of size below 0 is refused", []string{"patch", "memcached", "target", "--type=merge", "-p", `{"spec":{"size":-1}}`}, "spec.size in body should be greater than or equal to 0"},
-			{"a patch of spec to null is refused", []string{"patch", "memcached", "target", "--type=merge", "-p", `{"spec":null}`}, "spec: Required value"},
-			{"a patch of threads to 0 is refused", []string{"patch", "memcached", "target", "--type=merge", "-p", `{"spec":{"extraArgs":["--threads=0"]}}`}, extraArgValueRefusedAt(0, `"--threads=0"`, "--threads must be")},
-			{"a patch of a keyless Equal toleration is refused", []string{"patch", "memcached", "target", "--type=merge", "-p", `{"spec":{"tolerations":[{"operator":"Equal","value":"x"}]}}`}, "operator must be Exists when key is empty"},
-			{"status written through the resource itself is ignored", []string{"patch", "memcached", "target", "--type=merge", "-p", `{"status":{"nodes":["not-a-pod"],"readyReplicas":7}}`}, ""},
-		} {
-			t.Run(w.name, func(t *testing.T) {
+	// Every input and the writes have objects of their own, so they run in
+	// parallel; the group returns once all of them have, and the count of
+	// what was accepted comes after.
+	var accepted atomic.Int32
+	t.Run("inputs", func(t *testing.T) {
+		for _, c := range badInputs() {
+			t.Run(c.name, func(t *testing.T) {
+				t.Parallel()
 				ns := ns.withT(t)
-				_, err := ns.kubectl.Run(ctx, w.args...)
-				if w.refused != "" {
-					checkRefused(t, err, w.refused)
-				} else if err != nil {
-					t.Fatal(err)
+				args := c.args
+				if args == nil {
+					args = []string{"apply", "-f", "-"}
 				}
-				o := ns.waitConverged("target", 1)
-				if o.Memcached.Metadata.Generation != before.Memcached.Metadata.Generation {
-					t.Errorf("generation %d, want %d: the spec changed", o.Memcached.Metadata.Generation, before.Memcached.Metadata.Generation)
+				out, err := ns.kubectl.RunWithInput(ctx, c.manifest, args...)
+				if c.refused != "" {
+					checkRefused(t, err, c.refused)
+					if c.object != "" && ns.exists("memcached", c.object) {
+						t.Errorf("memcached %s exists, want it refused", c.object)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatalf("want it accepted: %v", err)
+				}
+				accepted.Add(1)
+				name := c.object
+				if name == "" {
+					name = strings.TrimPrefix(strings.TrimSpace(out), "memcached.cache.example.com/")
+				}
+				ns.waitConverged(name, c.size)
+				if c.check != nil {
+					c.check(t, ns, name)
 				}
 			})
 		}
+
+		t.Run("writes to an existing Memcached", func(t *testing.T) {
+			t.Parallel()
+			ns := ns.withT(t)
+			ns.createMemcached("target", 1)
+			before := ns.waitConverged("target", 1)
+			accepted.Add(1)
+			for _, w := range []struct {
+				name    string
+				args    []string
+				refused string
+			}{
+				{"kubectl scale above 100 is refused", []string{"scale", "memcached/target", "--replicas=101"}, "spec.size in body should be less than or equal to 100"},
+				{"a patch of size below 0 is refused", []string{"patch", "memcached", "target", "--type=merge", "-p", `{"spec":{"size":-1}}`}, "spec.size in body should be greater than or equal to 0"},
+				{"a patch of spec to null is refused", []string{"patch", "memcached", "target", "--type=merge", "-p", `{"spec":null}`}, "spec: Required value"},
+				{"a patch of threads to 0 is refused", []string{"patch", "memcached", "target", "--type=merge", "-p", `{"spec":{"extraArgs":["--threads=0"]}}`}, extraArgValueRefusedAt(0, `"--threads=0"`, "--threads must be")},
+				{"a patch of a keyless Equal toleration is refused", []string{"patch", "memcached", "target", "--type=merge", "-p", `{"spec":{"tolerations":[{"operator":"Equal","value":"x"}]}}`}, "operator must be Exists when key is empty"},
+				{"status written through the resource itself is ignored", []string{"patch", "memcached", "target", "--type=merge", "-p", `{"status":{"nodes":["not-a-pod"],"readyReplicas":7}}`}, ""},
+			} {
+				t.Run(w.name, func(t *testing.T) {
+					ns := ns.withT(t)
+					_, err := ns.kubectl.Run(ctx, w.args...)
+					if w.refused != "" {
+						checkRefused(t, err, w.refused)
+					} else if err != nil {
+						t.Fatal(err)
+					}
+					o := ns.waitConverged("target", 1)
+					if o.Memcached.Metadata.Generation != before.Memcached.Metadata.Generation {
+						t.Errorf("generation %d, want %d: the spec changed", o.Memcached.Metadata.Generation, before.Memcached.Metadata.Generation)
+					}
+				})
+			}
+		})
 	})
 
 	t.Run("only the accepted inputs exist", func(t *testing.T) {
 		out := ns.withT(t).run("get", "memcacheds", "-o", "name")
-		if got := len(strings.Fields(out)); got != accepted {
-			t.Errorf("%d Memcached resources exist, want the %d accepted: %s", got, accepted, out)
+		if got := len(strings.Fields(out)); got != int(accepted.Load()) {
+			t.Errorf("%d Memcached resources exist, want the %d accepted: %s", got, accepted.Load(), out)
 		}
 	})
 }

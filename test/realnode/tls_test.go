@@ -450,54 +450,12 @@ func TestMissingSecretDegraded(t *testing.T) {
 	ctx := context.Background()
 	const name, secret = "missing-secret", "missing-secret-tls"
 	applyMemcachedSpec(t, admin, name, "size: 1\ntls: {secretName: "+secret+"}")
-	waitDegraded := func(want string) {
-		t.Helper()
-		err := framework.Eventually(ctx, readyTimeout, "Degraded=True CreateContainerConfigError naming "+want, func(ctx context.Context) error {
-			m, err := getMemcached(ctx, admin, name)
-			if err != nil {
-				return err
-			}
-			c := m.Condition("Degraded")
-			if c == nil || c.Status != "True" || c.Reason != "CreateContainerConfigError" || !strings.Contains(c.Message, want) {
-				return fmt.Errorf("condition Degraded = %+v", c)
-			}
-			t.Logf("Degraded=True %s: %s", c.Reason, c.Message)
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		o, err := framework.Observe(ctx, admin, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for key, n := range restartCounts(o) {
-			if n != 0 {
-				t.Errorf("container %s restarted %d times, want it never started", key, n)
-			}
-		}
-		var events struct {
-			Items []struct {
-				Type, Reason, Message string
-			} `json:"items"`
-		}
-		if err := admin.GetJSON(ctx, &events, "events", "--field-selector", "type=Warning,involvedObject.kind=Pod"); err != nil {
-			t.Fatal(err)
-		}
-		found := false
-		for _, e := range events.Items {
-			found = found || strings.Contains(e.Message, want)
-		}
-		if !found {
-			t.Errorf("no Warning Event names %s: %+v", want, events.Items)
-		}
-	}
-	waitDegraded(`secret "` + secret + `" not found`)
+	waitSecretDegraded(t, name, `secret "`+secret+`" not found`)
 
 	ca := newTestCA(t)
 	certPEM, keyPEM, _ := ca.issue(t, 1)
 	applySecret(t, admin, secret, "Opaque", map[string][]byte{"tls.crt": certPEM})
-	waitDegraded("couldn't find key tls.key")
+	waitSecretDegraded(t, name, "couldn't find key tls.key")
 
 	// Opaque still: a Secret's type cannot change, and the API server
 	// refuses a kubernetes.io/tls Secret without tls.key.
@@ -516,6 +474,72 @@ func TestMissingSecretDegraded(t *testing.T) {
 		t.Errorf("version over TLS: %q, %v", reply, err)
 	}
 	t.Logf("serving serial %s once the Secret is complete; restarts %v", peer.SerialNumber, restartCounts(o))
+}
+
+// TestRequiredTLSWithoutCADegraded: with clientCertificates Required, a
+// Secret that has tls.crt and tls.key but no ca.crt passes the CRD, which
+// cannot see Secrets, and is reported as the kubelet reports any missing key:
+// Degraded=True, CreateContainerConfigError naming ca.crt, memcached never
+// started. With ca.crt added, the pod starts and becomes Ready.
+func TestRequiredTLSWithoutCADegraded(t *testing.T) {
+	t.Parallel()
+	const name, secret = "required-no-ca", "required-no-ca-tls"
+	ca := newTestCA(t)
+	certPEM, keyPEM, _ := ca.issue(t, 1)
+	applySecret(t, admin, secret, "Opaque", map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM})
+	applyMemcachedSpec(t, admin, name, "size: 1\ntls: {secretName: "+secret+", clientCertificates: Required}")
+	waitSecretDegraded(t, name, "couldn't find key ca.crt")
+	applySecret(t, admin, secret, "Opaque", map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM, "ca.crt": ca.pem})
+	o := waitServing(t, name, 1)
+	t.Logf("Ready once the Secret has ca.crt; restarts %v", restartCounts(o))
+}
+
+// waitSecretDegraded waits until Memcached name says Degraded=True with the
+// kubelet's CreateContainerConfigError and a message holding want, then
+// checks that its containers never started and that a Warning Event about a
+// pod names want too.
+func waitSecretDegraded(t *testing.T, name, want string) {
+	t.Helper()
+	ctx := context.Background()
+	err := framework.Eventually(ctx, readyTimeout, "Degraded=True CreateContainerConfigError naming "+want, func(ctx context.Context) error {
+		m, err := getMemcached(ctx, admin, name)
+		if err != nil {
+			return err
+		}
+		c := m.Condition("Degraded")
+		if c == nil || c.Status != "True" || c.Reason != "CreateContainerConfigError" || !strings.Contains(c.Message, want) {
+			return fmt.Errorf("condition Degraded = %+v", c)
+		}
+		t.Logf("Degraded=True %s: %s", c.Reason, c.Message)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := framework.Observe(ctx, admin, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, n := range restartCounts(o) {
+		if n != 0 {
+			t.Errorf("container %s restarted %d times, want it never started", key, n)
+		}
+	}
+	var events struct {
+		Items []struct {
+			Type, Reason, Message string
+		} `json:"items"`
+	}
+	if err := admin.GetJSON(ctx, &events, "events", "--field-selector", "type=Warning,involvedObject.kind=Pod"); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range events.Items {
+		found = found || strings.Contains(e.Message, want)
+	}
+	if !found {
+		t.Errorf("no Warning Event names %s: %+v", want, events.Items)
+	}
 }
 
 // maxSidecarImageBytes bounds the sidecar image's compressed size: one

@@ -248,13 +248,14 @@ func TestOLMInstallsAndUpgradesOperator(t *testing.T) {
 		t.Errorf("operator Deployment was recreated (uid %s, was %s); want it updated in place", dep2.UID, dep1.UID)
 	}
 	waitForOperatorVersion(ctx, t, k, "0.0.2")
+	waitForReconciledBy(ctx, t, k, images.operator["0.0.2"], len(upgradeCaches))
 
 	t.Log("6. checking that the memcached pods are the same pods, never restarted, still holding their keys")
 	for _, c := range upgradeCaches {
 		waitForMemcached(ctx, t, k, c.name, c.size)
 	}
-	// The new operator reconciles every Memcached as it starts (its informers list them);
-	// hold the check a while longer so that a reconcile that replaced pods would be caught.
+	// The new leader has reconciled every Memcached (waitForReconciledBy); hold the check a
+	// while longer so that pods that a written template began to replace would be caught.
 	err = framework.Consistently(ctx, 15*time.Second, "memcached pods unchanged after the upgrade", func(ctx context.Context) error {
 		for _, c := range upgradeCaches {
 			now, err := listPods(ctx, k, c.name)
@@ -285,6 +286,43 @@ func TestOLMInstallsAndUpgradesOperator(t *testing.T) {
 			c.name, podNames(before[c.name]), templates[c.name].Generation, templates[c.name].Hash, c.access())
 	}
 	requireSidecarsUp(ctx, t, upgradeCaches, before)
+}
+
+// waitForReconciledBy waits until the operator pod that holds the Lease runs image and has
+// reconciled at least n Memcacheds with success, with no key left in its work queues: its
+// informers enqueued every Memcached as they started, so each has been reconciled since, and a
+// template that this release meant to change would have been written by now.
+func waitForReconciledBy(ctx context.Context, t *testing.T, k framework.Kubectl, image string, n int) {
+	t.Helper()
+	var reconciled, queued float64
+	waitFor(ctx, t, csvTimeout, fmt.Sprintf("the leader on %s to reconcile the %d Memcacheds", image, n), func(ctx context.Context) error {
+		p, err := operatorPod(ctx, k)
+		if err != nil {
+			return err
+		}
+		if len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].Image != image {
+			return fmt.Errorf("leader %s does not run %s yet: %+v", p.Metadata.Name, image, p.Status.ContainerStatuses)
+		}
+		page, err := scrape(ctx, p)
+		if err != nil {
+			return err
+		}
+		reconciled = value(page, `memcached_operator_reconcile_total{result="success"}`)
+		queued = 0
+		for _, line := range strings.Split(page, "\n") {
+			if rest, ok := strings.CutPrefix(line, "memcached_operator_workqueue_depth{"); ok {
+				var depth float64
+				if _, err := fmt.Sscan(rest[strings.LastIndex(rest, " ")+1:], &depth); err == nil {
+					queued += depth
+				}
+			}
+		}
+		if reconciled < float64(n) || queued != 0 {
+			return fmt.Errorf("leader %s: %v successful reconciles, %v keys queued", p.Metadata.Name, reconciled, queued)
+		}
+		return nil
+	})
+	t.Logf("the leader on %s reconciled %v times with success and has nothing queued", image, reconciled)
 }
 
 // access says how the test's clients reach c, for the log.

@@ -15,8 +15,13 @@ KUBECONFIG ?= $(HOME)/.kube/config
 # MEMCACHED_IMAGE, when set, is the memcached image that `make deploy` and `make run`
 # give the operator (its MEMCACHED_IMAGE); empty keeps the operator's default.
 MEMCACHED_IMAGE ?=
+# SIDECAR_VERSION is the sidecar's own release, read from pkg/sidecar/VERSION (edit
+# that file, which the sidecar and the operator's default embed): not VERSION, so an
+# operator release that leaves the sidecar alone names the same sidecar image and rolls
+# no pod. test/dep's TestSidecarVersionFollowsItsSources says when it must change.
+SIDECAR_VERSION := $(shell cat pkg/sidecar/VERSION)
 # SIDECAR_IMG is the sidecar image that `make sidecar-image` and `make sidecar-push` use.
-SIDECAR_IMG ?= quay.io/example/memcached-sidecar:v$(VERSION)
+SIDECAR_IMG ?= quay.io/example/memcached-sidecar:v$(SIDECAR_VERSION)
 # SIDECAR_IMAGE, when set, is the sidecar image that `make deploy` gives the operator
 # (its SIDECAR_IMAGE); empty keeps deploy/operator.yaml's.
 SIDECAR_IMAGE ?=
@@ -115,7 +120,7 @@ sidecar-push: ## Push the sidecar image SIDECAR_IMG.
 	COMPONENT=sidecar tmp/build/image.sh push "$(SIDECAR_IMG)"
 
 .PHONY: images
-images: ## Build the real node's images (pause, memcached, operator and sidecar per release) into the local registry.
+images: ## Build the real node's images (pause, memcached, the operator per release, the sidecar's release) into the local registry.
 	test/scripts/images.sh build
 
 ##@ Deploy

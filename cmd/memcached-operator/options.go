@@ -71,7 +71,11 @@ func parseOptions(args []string, getenv func(string) string, output io.Writer) (
 	fs.StringVar(&o.logFormat, "log-format", "text", "Log format: text or json.")
 	fs.StringVar(&o.logLevel, "log-level", "info", "Log level: panic, fatal, error, warning, info, debug or trace.")
 	fs.StringVar(&o.memcachedImage, "memcached-image", image, "Image of the memcached containers of every Memcached without spec.image (env MEMCACHED_IMAGE). A change, like an operator upgrade that changes the pod template, rolls all of them, one pod at a time each and at most --max-concurrent-rolls resources at once.")
-	fs.StringVar(&o.maxRolls, "max-concurrent-rolls", stub.DefaultMaxConcurrentRolls, "How many Memcacheds at most roll at once because the operator's pod template changed (a new --memcached-image or operator version): a number, at least 1, or a percentage of all Memcacheds, rounded up. The next starts once one of them has only Ready pods of the new template. Rolls that a resource's own spec change asks for, and new resources, never wait.")
+	maxRolls := getenv("MAX_CONCURRENT_ROLLS")
+	if maxRolls == "" {
+		maxRolls = stub.DefaultMaxConcurrentRolls
+	}
+	fs.StringVar(&o.maxRolls, "max-concurrent-rolls", maxRolls, "How many Memcacheds at most roll at once because the operator's pod template changed (a new --memcached-image or operator version): a number, at least 1, or a percentage of all Memcacheds, rounded up. The next starts once one of them has only Ready pods of the new template. Rolls that a resource's own spec change asks for, and new resources, never wait (env MAX_CONCURRENT_ROLLS, which an OLM Subscription's spec.config.env can set).")
 	sidecar := getenv("SIDECAR_IMAGE")
 	if sidecar == "" {
 		sidecar = memcached.DefaultSidecarImage

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/example-inc/memcached-operator/pkg/sidecar"
-	"github.com/example-inc/memcached-operator/pkg/version"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sirupsen/logrus"
@@ -61,7 +60,7 @@ func run(args []string) error {
 		return fmt.Errorf("--refresh-retry=%v must not be negative", retry)
 	}
 	log := logrus.StandardLogger()
-	log.Infof("memcached-sidecar %s for memcached at %s (TLS: %t, auth: %t)", version.Version, d.Addr, d.TLSDir != "", d.AuthFile != "")
+	log.Infof("memcached-sidecar %s for memcached at %s (TLS: %t, auth: %t)", sidecar.Version, d.Addr, d.TLSDir != "", d.AuthFile != "")
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 

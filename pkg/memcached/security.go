@@ -5,16 +5,18 @@ import (
 	"strings"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
-	"github.com/example-inc/memcached-operator/pkg/version"
+	"github.com/example-inc/memcached-operator/pkg/sidecar"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // DefaultSidecarImage is the image of the sidecar that refreshes memcached's
 // certificates and serves its metrics, unless --sidecar-image or
-// SIDECAR_IMAGE say otherwise: the operator's own release, which
-// tmp/build/Dockerfile.sidecar builds.
-var DefaultSidecarImage = "quay.io/example/memcached-sidecar:v" + version.Version
+// SIDECAR_IMAGE say otherwise: the sidecar's own release (sidecar.Version),
+// which tmp/build/Dockerfile.sidecar builds. It is never the operator's
+// release, so that an operator upgrade that leaves the sidecar alone leaves
+// the pod template, and so every pod, alone.
+var DefaultSidecarImage = "quay.io/example/memcached-sidecar:v" + sidecar.Version
 
 const (
 	// sidecarName names the sidecar container.

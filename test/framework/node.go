@@ -129,8 +129,8 @@ func (n *RealNode) script(ctx context.Context, timeout time.Duration, args ...st
 }
 
 // ImageRef returns the local registry's reference of an image that
-// test/scripts/images.sh builds: "pause", "memcached", or "operator" or "sidecar" with
-// a version.
+// test/scripts/images.sh builds: "pause", "memcached", "sidecar" (its one release,
+// pkg/sidecar/VERSION), or "operator" with a version.
 func ImageRef(ctx context.Context, paths Paths, image string, version ...string) (string, error) {
 	out, err := paths.RunScript(ctx, 30*time.Second, "images.sh", append([]string{"ref", image}, version...)...)
 	return strings.TrimSpace(out), err

@@ -182,7 +182,7 @@ func TestGuideVerbatim(t *testing.T) {
 	t.Log("5. kubectl create -f - of the guide's two Memcacheds; each serves set and get from every pod")
 	var manifests []string
 	for _, r := range guideResources {
-		manifests = append(manifests, memcached(r.name, r.size))
+		manifests = append(manifests, memcached(r.name, r.size, ""))
 	}
 	g.runInput(ctx, strings.Join(manifests, "---\n"), "kubectl", "create", "-f", "-")
 	for _, r := range guideResources {

@@ -70,7 +70,7 @@ func run(m *testing.M) (code int) {
 	}
 	// deploy/operator.yaml's sidecar image, quay.io/example/memcached-sidecar, comes
 	// from the local registry through the node's quay.io mirror.
-	sidecarImage, err := framework.ImageRef(ctx, paths, "sidecar", version)
+	sidecarImage, err := framework.ImageRef(ctx, paths, "sidecar")
 	if err != nil {
 		return fail(err)
 	}

@@ -2,6 +2,7 @@ package realnode
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"os"
 	"os/exec"
@@ -24,9 +25,12 @@ import (
 // built by test/scripts/build-tools.sh) and its CRDs on the suite's cluster, whose only node
 // is the machine's real node, then follows the getting-started guide in a namespace of its own:
 // OperatorGroup, CSV 0.0.1 (Pending until its requirements exist), CRD + ServiceAccount + RBAC
-// (Succeeded), two Memcached resources, CSV 0.0.2 (Succeeded, 0.0.1 gone, operator pod rolled
-// to the 0.0.2 image) and finally the same memcached pods, still holding the keys written
-// before the upgrade.
+// (Succeeded), the guide's two plain Memcached resources and two that production teams run,
+// one with TLS and one with TLS that requires client certificates, auth and monitoring (whose
+// pods run the sidecar), CSV 0.0.2 (Succeeded, 0.0.1 gone, operator pod rolled to the 0.0.2
+// image) and finally the same memcached pods, never restarted, with the same Deployment
+// generation and template, still holding the keys written before the upgrade, read through
+// TLS and a login where the cache has them.
 //
 // What runs where: everything is real. OLM runs the operator pod from the CSV, with the CSV's
 // ServiceAccount and permissions; the operator's two releases are two images built by
@@ -48,6 +52,26 @@ const (
 	podTimeout = 2 * time.Minute
 )
 
+// upgradeCache is a Memcached that the operator's upgrade must leave alone.
+type upgradeCache struct {
+	name string
+	size int
+	// spec is the Memcached's spec besides its size, as YAML.
+	spec string
+	// tls says clients speak TLS; clientCert that they present a certificate,
+	// auth that they log in, and monitoring that the pods' sidecars serve metrics.
+	tls, clientCert, auth, monitoring bool
+}
+
+// Secrets of the upgrade's TLS caches and the login of the one with auth.
+const (
+	upgradeTLSSecret     = "memcached-tls-cert"
+	upgradeSecuredSecret = "memcached-secured-cert"
+	upgradeUsersSecret   = "memcached-secured-users"
+	upgradeUser          = "app"
+	upgradePassword      = "upgrade-password"
+)
+
 // guideResources are the guide's two Memcached resources and their sizes.
 var guideResources = []struct {
 	name string
@@ -55,6 +79,30 @@ var guideResources = []struct {
 }{
 	{"memcached-for-wordpress", 3},
 	{"memcached-for-drupal", 2},
+}
+
+// upgradeCaches are the guide's two plain Memcached resources and two whose pods run the
+// sidecar, as production teams run them.
+var upgradeCaches = append(plainCaches(guideResources),
+	upgradeCache{name: "memcached-tls", size: 2, spec: "tls: {secretName: " + upgradeTLSSecret + "}", tls: true},
+	upgradeCache{
+		name: "memcached-secured", size: 2,
+		spec: "tls: {secretName: " + upgradeSecuredSecret + ", clientCertificates: Required}\n" +
+			"auth: {secretName: " + upgradeUsersSecret + "}\nmonitoring: {enabled: true}",
+		tls: true, clientCert: true, auth: true, monitoring: true,
+	},
+)
+
+// plainCaches are the guide's resources as upgradeCaches.
+func plainCaches(resources []struct {
+	name string
+	size int
+}) []upgradeCache {
+	var out []upgradeCache
+	for _, r := range resources {
+		out = append(out, upgradeCache{name: r.name, size: r.size})
+	}
+	return out
 }
 
 func TestOLMInstallsAndUpgradesOperator(t *testing.T) {
@@ -155,20 +203,32 @@ func TestOLMInstallsAndUpgradesOperator(t *testing.T) {
 	dep1 := waitForOperatorDeployment(ctx, t, k, "0.0.1", images.operator["0.0.1"])
 	waitForOperatorVersion(ctx, t, k, "0.0.1")
 
-	t.Log("4. creating memcached-for-wordpress and memcached-for-drupal; writing a key to every pod")
-	for _, r := range guideResources {
-		mustApply(ctx, t, k, memcached(r.name, r.size))
+	t.Log("4. creating the guide's two plain Memcacheds, one with TLS and one with TLS, client certificates, auth and monitoring; writing a key to every pod")
+	ca := newTestCA(t)
+	for i, secret := range []string{upgradeTLSSecret, upgradeSecuredSecret} {
+		certPEM, keyPEM, _ := ca.issue(t, int64(100+i))
+		applySecret(t, k, secret, "kubernetes.io/tls", map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM, "ca.crt": ca.pem})
+	}
+	applySecret(t, k, upgradeUsersSecret, "Opaque", map[string][]byte{"passwords": []byte(upgradeUser + ":" + upgradePassword + "\n")})
+	_, _, clientCert := ca.issue(t, 200)
+	clients := cacheClients{ca: ca, cert: &clientCert}
+	for _, c := range upgradeCaches {
+		mustApply(ctx, t, k, memcached(c.name, c.size, c.spec))
 	}
 	before := map[string]map[string]podState{}
-	for _, r := range guideResources {
-		before[r.name] = waitForMemcached(ctx, t, k, r.name, r.size)
-		t.Logf("%s: Deployment created by the operator 0.0.1, pods %v", r.name, podNames(before[r.name]))
-		for pod, s := range before[r.name] {
-			if err := framework.MemcachedSetGet(s.addr(), upgradeKey, pod); err != nil {
-				t.Fatal(err)
+	templates := map[string]deploymentTemplate{}
+	for _, c := range upgradeCaches {
+		before[c.name] = waitForMemcached(ctx, t, k, c.name, c.size)
+		templates[c.name] = getDeploymentTemplate(ctx, t, k, c.name)
+		for pod, s := range before[c.name] {
+			if err := clients.set(ctx, c, s.addr(), pod); err != nil {
+				t.Fatalf("%s: pod %s: %v", c.name, pod, err)
 			}
 		}
+		t.Logf("%s: Deployment created by the operator 0.0.1 (generation %d, images %v), pods %v hold %s",
+			c.name, templates[c.name].Generation, templates[c.name].Images, podNames(before[c.name]), upgradeKey)
 	}
+	requireSidecarsUp(ctx, t, upgradeCaches, before)
 
 	t.Log("5. applying CSV 0.0.2 (replaces 0.0.1)")
 	mustRun(ctx, t, k, "apply", "-f", localCSV(t, workDir, "0.0.2", images))
@@ -188,21 +248,22 @@ func TestOLMInstallsAndUpgradesOperator(t *testing.T) {
 		t.Errorf("operator Deployment was recreated (uid %s, was %s); want it updated in place", dep2.UID, dep1.UID)
 	}
 	waitForOperatorVersion(ctx, t, k, "0.0.2")
+	waitForReconciledBy(ctx, t, k, images.operator["0.0.2"], len(upgradeCaches))
 
 	t.Log("6. checking that the memcached pods are the same pods, never restarted, still holding their keys")
-	for _, r := range guideResources {
-		waitForMemcached(ctx, t, k, r.name, r.size)
+	for _, c := range upgradeCaches {
+		waitForMemcached(ctx, t, k, c.name, c.size)
 	}
-	// The new operator reconciles every Memcached as it starts (its informers list them);
-	// hold the check a while longer so that a reconcile that replaced pods would be caught.
+	// The new leader has reconciled every Memcached (waitForReconciledBy); hold the check a
+	// while longer so that pods that a written template began to replace would be caught.
 	err = framework.Consistently(ctx, 15*time.Second, "memcached pods unchanged after the upgrade", func(ctx context.Context) error {
-		for _, r := range guideResources {
-			now, err := listPods(ctx, k, r.name)
+		for _, c := range upgradeCaches {
+			now, err := listPods(ctx, k, c.name)
 			if err != nil {
 				return err
 			}
-			if !reflect.DeepEqual(now, before[r.name]) {
-				return fmt.Errorf("%s pods changed: before %v, now %v", r.name, before[r.name], now)
+			if !reflect.DeepEqual(now, before[c.name]) {
+				return fmt.Errorf("%s pods changed: before %v, now %v", c.name, before[c.name], now)
 			}
 		}
 		return nil
@@ -210,14 +271,184 @@ func TestOLMInstallsAndUpgradesOperator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range guideResources {
-		for pod, s := range before[r.name] {
-			if err := framework.MemcachedGet(s.addr(), upgradeKey, pod); err != nil {
-				t.Errorf("after the upgrade: %v", err)
+	for _, c := range upgradeCaches {
+		// The operator never wrote the Deployment's spec: a new template, even one the
+		// paced rolls held back, would have moved its generation.
+		if now := getDeploymentTemplate(ctx, t, k, c.name); !reflect.DeepEqual(now, templates[c.name]) {
+			t.Errorf("%s: Deployment was %+v before the upgrade, %+v after; want it unchanged", c.name, templates[c.name], now)
+		}
+		for pod, s := range before[c.name] {
+			if err := clients.get(ctx, c, s.addr(), pod); err != nil {
+				t.Errorf("%s: pod %s after the upgrade: %v", c.name, pod, err)
 			}
 		}
-		t.Logf("%s: same pods %v, 0 restarts, the key written before the upgrade reads back", r.name, podNames(before[r.name]))
+		t.Logf("%s: same pods %v, 0 restarts, same Deployment generation %d and template %s, the key written before the upgrade reads back%s",
+			c.name, podNames(before[c.name]), templates[c.name].Generation, templates[c.name].Hash, c.access())
 	}
+	requireSidecarsUp(ctx, t, upgradeCaches, before)
+}
+
+// waitForReconciledBy waits until the operator pod that holds the Lease runs image and has
+// reconciled at least n Memcacheds with success, with no key left in its work queues: its
+// informers enqueued every Memcached as they started, so each has been reconciled since, and a
+// template that this release meant to change would have been written by now.
+func waitForReconciledBy(ctx context.Context, t *testing.T, k framework.Kubectl, image string, n int) {
+	t.Helper()
+	var reconciled, queued float64
+	waitFor(ctx, t, csvTimeout, fmt.Sprintf("the leader on %s to reconcile the %d Memcacheds", image, n), func(ctx context.Context) error {
+		p, err := operatorPod(ctx, k)
+		if err != nil {
+			return err
+		}
+		if len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].Image != image {
+			return fmt.Errorf("leader %s does not run %s yet: %+v", p.Metadata.Name, image, p.Status.ContainerStatuses)
+		}
+		page, err := scrape(ctx, p)
+		if err != nil {
+			return err
+		}
+		reconciled = value(page, `memcached_operator_reconcile_total{result="success"}`)
+		queued = 0
+		for _, line := range strings.Split(page, "\n") {
+			if rest, ok := strings.CutPrefix(line, "memcached_operator_workqueue_depth{"); ok {
+				var depth float64
+				if _, err := fmt.Sscan(rest[strings.LastIndex(rest, " ")+1:], &depth); err == nil {
+					queued += depth
+				}
+			}
+		}
+		if reconciled < float64(n) || queued != 0 {
+			return fmt.Errorf("leader %s: %v successful reconciles, %v keys queued", p.Metadata.Name, reconciled, queued)
+		}
+		return nil
+	})
+	t.Logf("the leader on %s reconciled %v times with success and has nothing queued", image, reconciled)
+}
+
+// access says how the test's clients reach c, for the log.
+func (c upgradeCache) access() string {
+	switch {
+	case c.auth:
+		return " over TLS with a client certificate and a login"
+	case c.tls:
+		return " over TLS"
+	}
+	return ""
+}
+
+// cacheClients reach the upgrade's caches as their spec asks: plaintext, TLS trusting ca, or
+// TLS presenting cert and logging in.
+type cacheClients struct {
+	ca   *testCA
+	cert *tls.Certificate
+}
+
+// set stores upgradeKey with value on the memcached at addr and reads it back.
+func (cl cacheClients) set(ctx context.Context, c upgradeCache, addr, value string) error {
+	if !c.tls {
+		return framework.MemcachedSetGet(addr, upgradeKey, value)
+	}
+	conn, err := cl.dial(ctx, c, addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if reply, err := conn.do(fmt.Sprintf("set %s 0 0 %d\r\n%s\r\n", upgradeKey, len(value), value)); err != nil || reply != "STORED" {
+		return fmt.Errorf("set %s: %q, %v", upgradeKey, reply, err)
+	}
+	if got, err := conn.get(upgradeKey); err != nil || got != value {
+		return fmt.Errorf("get %s after set: %q, %v; want %q", upgradeKey, got, err, value)
+	}
+	return nil
+}
+
+// get checks that upgradeKey holds want on the memcached at addr.
+func (cl cacheClients) get(ctx context.Context, c upgradeCache, addr, want string) error {
+	if !c.tls {
+		return framework.MemcachedGet(addr, upgradeKey, want)
+	}
+	conn, err := cl.dial(ctx, c, addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if got, err := conn.get(upgradeKey); err != nil || got != want {
+		return fmt.Errorf("get %s: %q, %v; want %q", upgradeKey, got, err, want)
+	}
+	return nil
+}
+
+// dial opens a TLS connection to c's pod at addr, logged in when c has auth.
+func (cl cacheClients) dial(ctx context.Context, c upgradeCache, addr string) (*mcConn, error) {
+	var cert *tls.Certificate
+	if c.clientCert {
+		cert = cl.cert
+	}
+	if c.auth {
+		conn, _, err := session(ctx, addr, cl.ca, cert, upgradeUser, upgradePassword)
+		return conn, err
+	}
+	conn, _, err := dialTLS(ctx, addr, cl.ca, cert)
+	return conn, err
+}
+
+// requireSidecarsUp checks that the sidecar of every pod of the caches with monitoring
+// reaches its memcached: memcached_up is 1, through TLS and its login.
+func requireSidecarsUp(ctx context.Context, t *testing.T, caches []upgradeCache, pods map[string]map[string]podState) {
+	t.Helper()
+	for _, c := range caches {
+		if !c.monitoring {
+			continue
+		}
+		for name, s := range pods[c.name] {
+			var p framework.Pod
+			p.Metadata.Name, p.Status.PodIP = name, s.IP
+			page, err := scrapeSidecar(ctx, p)
+			if err != nil {
+				t.Fatalf("%s: pod %s: %v", c.name, name, err)
+			}
+			if v := value(page, "memcached_up"); v != 1 {
+				t.Errorf("%s: pod %s: the sidecar says memcached_up %v, want 1", c.name, name, v)
+			}
+		}
+	}
+}
+
+// deploymentTemplate is what of a memcached Deployment shows whether its spec was written:
+// its generation, the template hash the operator recorded, and the containers' images.
+type deploymentTemplate struct {
+	Generation int64
+	Hash       string
+	Images     []string
+}
+
+func getDeploymentTemplate(ctx context.Context, t *testing.T, k framework.Kubectl, name string) deploymentTemplate {
+	t.Helper()
+	var d struct {
+		Metadata struct {
+			Generation int64 `json:"generation"`
+		} `json:"metadata"`
+		Spec struct {
+			Template struct {
+				Metadata struct {
+					Annotations map[string]string `json:"annotations"`
+				} `json:"metadata"`
+				Spec struct {
+					Containers []struct {
+						Image string `json:"image"`
+					} `json:"containers"`
+				} `json:"spec"`
+			} `json:"template"`
+		} `json:"spec"`
+	}
+	if err := k.GetJSON(ctx, &d, "deployment", name); err != nil {
+		t.Fatal(err)
+	}
+	out := deploymentTemplate{Generation: d.Metadata.Generation, Hash: d.Spec.Template.Metadata.Annotations[templateHashAnnotation]}
+	for _, c := range d.Spec.Template.Spec.Containers {
+		out.Images = append(out.Images, c.Image)
+	}
+	return out
 }
 
 // upgradeKey is the memcached key written to every pod before the operator upgrade
@@ -420,14 +651,20 @@ spec:
 `, operatorName, namespace)
 }
 
-func memcached(name string, size int) string {
+// memcached is the manifest of Memcached name of size, with the rest of its spec from spec
+// (YAML, may be empty).
+func memcached(name string, size int, spec string) string {
+	extra := ""
+	if spec != "" {
+		extra = "  " + strings.ReplaceAll(spec, "\n", "\n  ") + "\n"
+	}
 	return fmt.Sprintf(`apiVersion: cache.example.com/v1alpha1
 kind: Memcached
 metadata:
   name: %s
 spec:
   size: %d
-`, name, size)
+%s`, name, size, extra)
 }
 
 // csvStatus is the part of a CSV's status that the test reads.

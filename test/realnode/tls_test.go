@@ -546,17 +546,18 @@ func waitSecretDegraded(t *testing.T, name, want string) {
 // static binary, about 4 MB compressed (9 MB on disk).
 const maxSidecarImageBytes = 8 << 20
 
-// TestSidecarImage reads the sidecar image of this release, as
-// test/scripts/images.sh built it offline from tmp/build/Dockerfile.sidecar,
-// from the local registry: one layer (FROM scratch and the binary), small,
-// and a numeric non-root user.
+// TestSidecarImage reads the sidecar image of its release (the Makefile's
+// SIDECAR_VERSION, pkg/sidecar/VERSION), as test/scripts/images.sh built it
+// offline from tmp/build/Dockerfile.sidecar, from the local registry: one
+// layer (FROM scratch and the binary), small, a numeric non-root user, and
+// labelled with the sidecar's version, not the operator's.
 func TestSidecarImage(t *testing.T) {
 	t.Parallel()
-	version, err := makeVariable("VERSION")
+	version, err := makeVariable("SIDECAR_VERSION")
 	if err != nil {
 		t.Fatal(err)
 	}
-	image, err := framework.ImageRef(context.Background(), paths, "sidecar", version)
+	image, err := framework.ImageRef(context.Background(), paths, "sidecar")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -577,6 +578,12 @@ func TestSidecarImage(t *testing.T) {
 	}
 	if e := config.Config.Entrypoint; len(e) != 1 || e[0] != "/usr/local/bin/memcached-sidecar" {
 		t.Errorf("entrypoint %q, want the sidecar binary", e)
+	}
+	if !strings.HasSuffix(image, ":v"+version) {
+		t.Errorf("image %s is not tagged v%s", image, version)
+	}
+	if v := config.Config.Labels["org.opencontainers.image.version"]; v != version {
+		t.Errorf("label org.opencontainers.image.version = %q, want the sidecar's %q", v, version)
 	}
 	layers, err := img.Layers()
 	if err != nil {

@@ -8,8 +8,9 @@
 #   operator   the operator image (tmp/build/Dockerfile), once per release under
 #              deploy/olm-catalog (0.0.1, 0.0.2...), each binary stamped with its
 #              version, so OLM upgrades between two real images;
-#   sidecar    the memcached pods' sidecar (tmp/build/Dockerfile.sidecar), once per
-#              release like the operator, at the path the operator's default
+#   sidecar    the memcached pods' sidecar (tmp/build/Dockerfile.sidecar), once, at
+#              its own release (pkg/sidecar/VERSION), which every catalog release
+#              names, at the path the operator's default
 #              (quay.io/example/memcached-sidecar) has in the node's quay.io mirror.
 # These are local builds, not the upstream images: their names say so (local/...,
 # and the registry's address).
@@ -18,7 +19,8 @@
 #   images.sh build [IMAGE...]      build and push IMAGE (pause, memcached, operator,
 #                                   sidecar; default: all)
 #   images.sh ref pause|memcached   print the image reference
-#   images.sh ref operator|sidecar VERSION  print the image reference of VERSION
+#   images.sh ref operator VERSION  print the operator image of release VERSION
+#   images.sh ref sidecar           print the sidecar image of pkg/sidecar/VERSION
 set -o errexit -o nounset -o pipefail
 
 # shellcheck source=test/scripts/lib.sh
@@ -41,11 +43,16 @@ ref() {
       echo "${REGISTRY_ADDR}/example/memcached-operator:v$2"
       ;;
     sidecar)
-      (($# == 2)) || fatal "usage: images.sh ref sidecar VERSION"
-      echo "${REGISTRY_ADDR}/example/memcached-sidecar:v$2"
+      (($# == 1)) || fatal "usage: images.sh ref sidecar (its version is pkg/sidecar/VERSION)"
+      echo "${REGISTRY_ADDR}/example/memcached-sidecar:v$(sidecar_version)"
       ;;
     *) fatal "unknown image $1 (pause, memcached, operator, sidecar)" ;;
   esac
+}
+
+# sidecar_version prints the sidecar's own release.
+sidecar_version() {
+  tr -d '[:space:]' <"${ROOT}/pkg/sidecar/VERSION"
 }
 
 # catalog_versions prints the operator releases that deploy/olm-catalog holds.
@@ -100,19 +107,16 @@ build_operator() {
   done
 }
 
-# build_sidecar builds the sidecar image of every catalog release, each binary stamped
-# with its version, in a folder of its own so that it never depends on build_operator.
+# build_sidecar builds the sidecar image of its one release, which every catalog
+# release's CSV names, in a folder of its own so that it never depends on
+# build_operator.
 build_sidecar() {
-  local version ctx
-  for version in $(catalog_versions); do
-    ctx="${BUILD_DIR}/sidecar-${version}"
-    rm -rf "${ctx}" && mkdir -p "${ctx}/tmp/_output/bin"
-    GOOS=linux VERSION="${version}" OUT="${ctx}/operator" SIDECAR_OUT="${ctx}/tmp/_output/bin/memcached-sidecar" "${ROOT}/tmp/build/build.sh" >&2
-    rm -f "${ctx}/operator"
-    build_push "$(ref sidecar "${version}")" "${ROOT}/tmp/build/Dockerfile.sidecar" "${ctx}" \
-      --build-arg "VERSION=${version}" \
-      --build-arg "GIT_COMMIT=$(git -C "${ROOT}" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-  done
+  local ctx="${BUILD_DIR}/sidecar"
+  rm -rf "${ctx}" && mkdir -p "${ctx}/tmp/_output/bin"
+  GOOS=linux OUT="${ctx}/operator" SIDECAR_OUT="${ctx}/tmp/_output/bin/memcached-sidecar" "${ROOT}/tmp/build/build.sh" >&2
+  rm -f "${ctx}/operator"
+  build_push "$(ref sidecar)" "${ROOT}/tmp/build/Dockerfile.sidecar" "${ctx}" \
+    --build-arg "VERSION=$(sidecar_version)"
 }
 
 cmd_build() {
@@ -136,7 +140,7 @@ main() {
   case "${cmd}" in
     build) cmd_build "$@" ;;
     ref) ref "$@" ;;
-    -h | --help) sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' ;;
+    -h | --help) sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' ;;
     *) fatal "unknown command ${cmd}" ;;
   esac
 }

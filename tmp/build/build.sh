@@ -5,8 +5,12 @@
 # memcached pods' sidecar into tmp/_output/bin/memcached-sidecar, for
 # `docker build -f tmp/build/Dockerfile.sidecar .`.
 #
+# The sidecar carries its own release (pkg/sidecar/VERSION, embedded) and no
+# stamp of the operator's version or commit: its binary is the same for every
+# operator release built from the same sidecar sources, as its image tag is.
+#
 # Environment:
-#   VERSION  operator version stamped into pkg/version.Version
+#   VERSION  operator version stamped into pkg/version.Version of the operator
 #            (unset: keep the default compiled into pkg/version).
 #   GOOS, GOARCH  target platform (default: the host's; the image needs linux).
 #   OUT      where to write the binary (default: tmp/_output/bin/memcached-operator),
@@ -32,5 +36,5 @@ fi
 mkdir -p "$(dirname "${out}")"
 echo "building ${out} (version ${VERSION:-<default>}, commit ${git_commit})"
 CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "${ldflags}" -o "${out}" ./cmd/memcached-operator
-echo "building ${sidecar_out}"
-CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "${ldflags}" -o "${sidecar_out}" ./cmd/memcached-sidecar
+echo "building ${sidecar_out} (sidecar version $(cat pkg/sidecar/VERSION))"
+CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w" -o "${sidecar_out}" ./cmd/memcached-sidecar

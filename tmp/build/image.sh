@@ -14,8 +14,9 @@
 #                     (tmp/build/Dockerfile.sidecar).
 #   CONTAINER_TOOL    docker, podman or buildah (default: docker if its daemon
 #                     answers, else podman, else buildah).
-#   VERSION           value of the image's org.opencontainers.image.version label
-#                     (default: dev).
+#   VERSION           value of the operator image's org.opencontainers.image.version
+#                     label (default: dev). The sidecar image's is always
+#                     pkg/sidecar/VERSION, the sidecar's own release.
 #   PUSH_TLS_VERIFY   true or false: verify TLS when podman or buildah push.
 #                     Default: false for localhost/127.0.0.1/[::1] registries
 #                     (plain-HTTP local registries), true otherwise. Docker's
@@ -117,10 +118,15 @@ build)
 	[[ -f "${binary}" ]] || die "${binary} is missing: run 'make build' (tmp/build/build.sh) first"
 	[[ "$(head -c 4 "${binary}" | od -An -c | tr -d ' ')" == '177ELF' ]] ||
 		die "${binary} is not a Linux (ELF) binary: build it with GOOS=linux tmp/build/build.sh"
-	build_args=(
-		--build-arg "VERSION=${VERSION:-dev}"
-		--build-arg "GIT_COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-	)
+	case "${COMPONENT:-operator}" in
+	operator)
+		build_args=(
+			--build-arg "VERSION=${VERSION:-dev}"
+			--build-arg "GIT_COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+		)
+		;;
+	sidecar) build_args=(--build-arg "VERSION=$(cat pkg/sidecar/VERSION)") ;;
+	esac
 	echo "building ${image} with ${tool}"
 	case "${tool}" in
 	docker | podman) "${tool}" build "${build_args[@]}" -f "${dockerfile}" -t "${image}" . ;;

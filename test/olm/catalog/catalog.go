@@ -38,10 +38,11 @@ const (
 	PackageFileName = PackageName + ".package.yaml"
 	// ImageRepository is the operator image that each CSV runs, tagged v<version>.
 	ImageRepository = "quay.io/example/memcached-operator"
-	// SidecarImageRepository is the sidecar image that each CSV's operator runs beside
-	// memcached (its SIDECAR_IMAGE), tagged v<version> like the operator.
-	SidecarImageRepository = "quay.io/example/memcached-sidecar"
-	// SidecarImageEnv is the operator's environment variable for the sidecar image.
+	// SidecarImageEnv is the operator's environment variable for the sidecar image
+	// that it runs beside memcached. Each CSV keeps deploy/operator.yaml's value, the
+	// sidecar's own release (pkg/sidecar/VERSION), never one tagged with the CSV's
+	// version: an operator upgrade that leaves the sidecar alone then leaves every
+	// memcached pod's template alone too.
 	SidecarImageEnv = "SIDECAR_IMAGE"
 	// TargetNamespacesAnnotation is the pod annotation in which OLM publishes the
 	// OperatorGroup's target namespaces; WATCH_NAMESPACE is read from it.
@@ -70,11 +71,6 @@ func CRDFileName(crd *apiextensionsv1.CustomResourceDefinition) string {
 // Image returns the operator image of a release.
 func Image(version string) string {
 	return ImageRepository + ":v" + version
-}
-
-// SidecarImage returns the sidecar image of a release.
-func SidecarImage(version string) string {
-	return SidecarImageRepository + ":v" + version
 }
 
 // Deploy holds the manifests of deploy/ that a CSV is rendered from.
@@ -263,10 +259,11 @@ func serviceAccountName(d *Deploy) (string, error) {
 	return "", fmt.Errorf("rbac.yaml RoleBinding does not bind service account %q", name)
 }
 
-// deploymentSpec returns the operator Deployment's spec with the release's operator and
-// sidecar images and with WATCH_NAMESPACE taken from OLM's target-namespaces annotation. Under OLM that annotation
-// names the OperatorGroup's single target namespace, which for OwnNamespace is the
-// operator's own namespace, as metadata.namespace was in deploy/operator.yaml.
+// deploymentSpec returns the operator Deployment's spec with the release's operator image
+// and with WATCH_NAMESPACE taken from OLM's target-namespaces annotation. Under OLM that
+// annotation names the OperatorGroup's single target namespace, which for OwnNamespace is
+// the operator's own namespace, as metadata.namespace was in deploy/operator.yaml. The
+// sidecar image stays operator.yaml's (see SidecarImageEnv), which must be set.
 func deploymentSpec(dep *appsv1.Deployment, version string) (appsv1.DeploymentSpec, error) {
 	spec := *dep.Spec.DeepCopy()
 	containers := spec.Template.Spec.Containers
@@ -277,8 +274,7 @@ func deploymentSpec(dep *appsv1.Deployment, version string) (appsv1.DeploymentSp
 	containers[i].Image = Image(version)
 	found, sidecar := false, false
 	for j := range containers[i].Env {
-		if containers[i].Env[j].Name == SidecarImageEnv {
-			containers[i].Env[j].Value = SidecarImage(version)
+		if containers[i].Env[j].Name == SidecarImageEnv && containers[i].Env[j].Value != "" {
 			sidecar = true
 		}
 		if containers[i].Env[j].Name == WatchNamespaceEnv {
@@ -295,7 +291,7 @@ func deploymentSpec(dep *appsv1.Deployment, version string) (appsv1.DeploymentSp
 		return spec, fmt.Errorf("operator.yaml container %s does not set %s", dep.Name, WatchNamespaceEnv)
 	}
 	if !sidecar {
-		return spec, fmt.Errorf("operator.yaml container %s does not set %s", dep.Name, SidecarImageEnv)
+		return spec, fmt.Errorf("operator.yaml container %s does not set %s to an image", dep.Name, SidecarImageEnv)
 	}
 	return spec, nil
 }

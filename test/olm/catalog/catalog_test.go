@@ -82,12 +82,44 @@ func TestRenderIdentityAndUpgrade(t *testing.T) {
 				t.Errorf("got name %q replaces %q version %q, want %q %q %q",
 					csv.Name, csv.Spec.Replaces, csv.Spec.Version, tt.wantName, tt.wantReplaces, tt.version)
 			}
-			image := csv.Spec.InstallStrategy.StrategySpec.DeploymentSpecs[0].Spec.Template.Spec.Containers[0].Image
-			if image != tt.wantImage || csv.Annotations["containerImage"] != tt.wantImage {
-				t.Errorf("got image %q (annotation %q), want %q", image, csv.Annotations["containerImage"], tt.wantImage)
+			container := csv.Spec.InstallStrategy.StrategySpec.DeploymentSpecs[0].Spec.Template.Spec.Containers[0]
+			if container.Image != tt.wantImage || csv.Annotations["containerImage"] != tt.wantImage {
+				t.Errorf("got image %q (annotation %q), want %q", container.Image, csv.Annotations["containerImage"], tt.wantImage)
+			}
+			// Every release names operator.yaml's sidecar image, the sidecar's own
+			// release: one tagged with the CSV's version would roll the pods of every
+			// Memcached with TLS or monitoring on each upgrade.
+			if got, want := envValue(container.Env, SidecarImageEnv), envValue(d.Deployment.Spec.Template.Spec.Containers[0].Env, SidecarImageEnv); got != want || got == "" {
+				t.Errorf("got %s %q, want operator.yaml's %q", SidecarImageEnv, got, want)
 			}
 		})
 	}
+}
+
+// TestDescriptionSaysUpgradesArePaced checks that the CSV's description, which the console
+// shows before an install or upgrade, tells that an upgrade restarts no pod unless it changes
+// their template, and that such a roll is paced by --max-concurrent-rolls, which the
+// Subscription can set through MAX_CONCURRENT_ROLLS.
+func TestDescriptionSaysUpgradesArePaced(t *testing.T) {
+	csv, err := Render(loadDeploy(t), "0.0.2", "0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"never restarted, unless the new release changes the pod template", "the roll is paced",
+		"`--max-concurrent-rolls`", "`MAX_CONCURRENT_ROLLS`", "`spec.config.env`", "sidecar"} {
+		if !strings.Contains(strings.Join(strings.Fields(csv.Spec.Description), " "), want) {
+			t.Errorf("the description does not say %q:\n%s", want, csv.Spec.Description)
+		}
+	}
+}
+
+func envValue(env []corev1.EnvVar, name string) string {
+	for _, e := range env {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return ""
 }
 
 func TestRenderInstallModes(t *testing.T) {

@@ -1,11 +1,13 @@
 package kube
 
 import (
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 
+	"github.com/example-inc/memcached-operator/pkg/memcached"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -98,9 +100,29 @@ func (c *children) get(namespace, name string) (Object, error) {
 
 // read reads the object from the API server.
 func (c *children) read(namespace, name string) (Object, error) {
-	o := c.kind.New()
-	err := c.client.Get().Namespace(namespace).Resource(c.kind.Resource.Resource).Name(name).Do().Into(o)
-	return o, err
+	return c.decode(c.client.Get().Namespace(namespace).Resource(c.kind.Resource.Resource).Name(name).Do())
+}
+
+// decode returns the object of r: decoded in the client's encoding or, for
+// a kind with Observe, from its JSON content (see Kind.fromLive).
+func (c *children) decode(r rest.Result) (Object, error) {
+	if c.kind.Observe == nil {
+		o := c.kind.New()
+		return o, r.Into(o)
+	}
+	body, err := r.Raw()
+	if err != nil {
+		return c.kind.New(), err
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(body); err != nil {
+		return c.kind.New(), fmt.Errorf("failed to decode %s: %v", c.kind, err)
+	}
+	o, err := c.kind.fromLive(u.Object)
+	if err != nil {
+		return c.kind.New(), err
+	}
+	return o, nil
 }
 
 // create sends manifest as JSON, which keeps fields client-go 1.11's types
@@ -115,13 +137,18 @@ func (c *children) read(namespace, name string) (Object, error) {
 // forget; a NotFound says that its API went since discovery said it was
 // served, so the next served asks discovery again.
 func (c *children) create(manifest *unstructured.Unstructured) (Object, error) {
-	o := c.kind.New()
+	return c.remember(manifest, c.post)
+}
+
+// remember sends manifest with send, as create and applyNew do, and
+// remembers the object send returns until the cache shows it (see create).
+func (c *children) remember(manifest *unstructured.Unstructured, send func(namespace, name string, body []byte) (Object, error)) (Object, error) {
 	body, err := manifest.MarshalJSON()
 	if err != nil {
-		return o, fmt.Errorf("failed to encode %s %s/%s: %v", c.kind, manifest.GetNamespace(), manifest.GetName(), err)
+		return c.kind.New(), fmt.Errorf("failed to encode %s %s/%s: %v", c.kind, manifest.GetNamespace(), manifest.GetName(), err)
 	}
 	if c.informer == nil {
-		err = c.post(manifest.GetNamespace(), body, o)
+		o, err := send(manifest.GetNamespace(), manifest.GetName(), body)
 		if apierrors.IsNotFound(err) {
 			c.served.expire()
 		}
@@ -131,7 +158,7 @@ func (c *children) create(manifest *unstructured.Unstructured) (Object, error) {
 	c.mu.Lock()
 	c.creating[key] = true
 	c.mu.Unlock()
-	err = c.post(manifest.GetNamespace(), body, o)
+	o, err := send(manifest.GetNamespace(), manifest.GetName(), body)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	unseen := c.creating[key]
@@ -150,11 +177,73 @@ func (c *children) create(manifest *unstructured.Unstructured) (Object, error) {
 	return o, nil
 }
 
-// post creates the object of the JSON body in namespace and decodes the
-// object the API server stored into o.
-func (c *children) post(namespace string, body []byte, o Object) error {
-	return c.client.Post().Namespace(namespace).Resource(c.kind.Resource.Resource).
-		SetHeader("Content-Type", runtime.ContentTypeJSON).Body(body).Do().Into(o)
+// post creates the object of the JSON body in namespace and returns the
+// object the API server stored.
+func (c *children) post(namespace, _ string, body []byte) (Object, error) {
+	return c.decode(c.client.Post().Namespace(namespace).Resource(c.kind.Resource.Resource).
+		SetHeader("Content-Type", runtime.ContentTypeJSON).Body(body).Do())
+}
+
+// applyPatchType is the content type of a server-side apply; client-go
+// 1.11 predates it.
+const applyPatchType types.PatchType = "application/apply-patch+yaml"
+
+// applyNew creates the object of manifest by a server-side apply as
+// memcached.FieldManager, so that the API server records the fields the
+// operator set (see memcached.OwnedDigest), and remembers it as create does.
+// The apply carries a metadata.uid that no object has, a fresh random one:
+// an apply creates an object that does not exist, which the API server
+// gives a UID of its own, and an object of that name that exists already,
+// the operator's or another owner's, cannot take that UID (a UID is
+// immutable), so the apply fails instead of changing it, and applyNew
+// returns an error that IsAlreadyExists reports, as a create's.
+func (c *children) applyNew(manifest *unstructured.Unstructured) (Object, error) {
+	manifest = manifest.DeepCopy()
+	uid, err := randomUID()
+	if err != nil {
+		return c.kind.New(), err
+	}
+	manifest.SetUID(uid)
+	return c.remember(manifest, func(namespace, name string, body []byte) (Object, error) {
+		o, err := c.sendApply(namespace, name, body)
+		if apierrors.IsInvalid(err) {
+			if _, rerr := c.read(namespace, name); rerr == nil {
+				return o, apierrors.NewAlreadyExists(c.kind.Resource.GroupResource(), name)
+			}
+		}
+		return o, err
+	})
+}
+
+// apply sets what manifest holds on the object of its name while its UID is
+// uid, by a server-side apply as memcached.FieldManager that takes over the
+// fields that others changed. The UID in manifest makes the API server
+// refuse the apply when the object of that name is another one; the error
+// then wraps ErrReplaced, as patch's does.
+func (c *children) apply(manifest *unstructured.Unstructured, uid types.UID) error {
+	manifest = manifest.DeepCopy()
+	manifest.SetUID(uid)
+	body, err := manifest.MarshalJSON()
+	if err != nil {
+		return fmt.Errorf("failed to encode %s %s/%s: %v", c.kind, manifest.GetNamespace(), manifest.GetName(), err)
+	}
+	namespace, name := manifest.GetNamespace(), manifest.GetName()
+	_, err = c.sendApply(namespace, name, body)
+	if !apierrors.IsInvalid(err) && !apierrors.IsConflict(err) {
+		return err
+	}
+	current, rerr := c.read(namespace, name)
+	if apierrors.IsNotFound(rerr) || (rerr == nil && current.GetUID() != uid) {
+		return fmt.Errorf("%s %s/%s with UID %s was %w", c.kind, namespace, name, uid, ErrReplaced)
+	}
+	return err
+}
+
+// sendApply sends body as a server-side apply that forces the operator's
+// values on fields others own, and returns the object stored.
+func (c *children) sendApply(namespace, name string, body []byte) (Object, error) {
+	return c.decode(c.client.Patch(applyPatchType).Namespace(namespace).Resource(c.kind.Resource.Resource).Name(name).
+		Param("fieldManager", memcached.FieldManager).Param("force", "true").Body(body).Do())
 }
 
 // ErrReplaced reports that a patch was refused because the object of its
@@ -190,4 +279,16 @@ func (c *children) delete(namespace, name string, uid types.UID) error {
 	}
 	return c.client.Delete().Namespace(namespace).Resource(c.kind.Resource.Resource).Name(name).
 		SetHeader("Content-Type", runtime.ContentTypeJSON).Body(body).Do().Error()
+}
+
+// randomUID returns a random UID in the form of the API server's (RFC 4122
+// version 4), which no object has.
+func randomUID() (types.UID, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("failed to make a UID: %v", err)
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return types.UID(fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])), nil
 }

@@ -1,10 +1,10 @@
 package kube
 
 import (
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 
 	"github.com/example-inc/memcached-operator/pkg/memcached"
@@ -191,24 +191,26 @@ const applyPatchType types.PatchType = "application/apply-patch+yaml"
 // applyNew creates the object of manifest by a server-side apply as
 // memcached.FieldManager, so that the API server records the fields the
 // operator set (see memcached.OwnedDigest), and remembers it as create does.
-// The apply carries a metadata.uid that no object has, a fresh random one:
-// an apply creates an object that does not exist, which the API server
-// gives a UID of its own, and an object of that name that exists already,
-// the operator's or another owner's, cannot take that UID (a UID is
-// immutable), so the apply fails instead of changing it, and applyNew
-// returns an error that IsAlreadyExists reports, as a create's.
+// An apply also changes an object that exists, so applyNew never forces:
+// an object of that name that someone else made has its fields owned by
+// its makers, and the API server refuses to change them (a conflict), or
+// refuses a second controller reference (invalid); applyNew then returns
+// an error that IsAlreadyExists reports, as a create's would, and so it
+// does when the apply changed an object that existed, one whose fields
+// the operator owns (the API server answers 200, not 201): the caller
+// reads it, as after a create that found its object.
 func (c *children) applyNew(manifest *unstructured.Unstructured) (Object, error) {
-	manifest = manifest.DeepCopy()
-	uid, err := randomUID()
-	if err != nil {
-		return c.kind.New(), err
-	}
-	manifest.SetUID(uid)
 	return c.remember(manifest, func(namespace, name string, body []byte) (Object, error) {
-		o, err := c.sendApply(namespace, name, body)
-		if apierrors.IsInvalid(err) {
+		var code int
+		o, err := c.decode(c.client.Patch(applyPatchType).Namespace(namespace).Resource(c.kind.Resource.Resource).Name(name).
+			Param("fieldManager", memcached.FieldManager).Body(body).Do().StatusCode(&code))
+		exists := apierrors.NewAlreadyExists(c.kind.Resource.GroupResource(), name)
+		switch {
+		case err == nil && code != http.StatusCreated:
+			return o, exists
+		case apierrors.IsConflict(err) || apierrors.IsInvalid(err):
 			if _, rerr := c.read(namespace, name); rerr == nil {
-				return o, apierrors.NewAlreadyExists(c.kind.Resource.GroupResource(), name)
+				return o, exists
 			}
 		}
 		return o, err
@@ -216,10 +218,11 @@ func (c *children) applyNew(manifest *unstructured.Unstructured) (Object, error)
 }
 
 // apply sets what manifest holds on the object of its name while its UID is
-// uid, by a server-side apply as memcached.FieldManager that takes over the
-// fields that others changed. The UID in manifest makes the API server
-// refuse the apply when the object of that name is another one; the error
-// then wraps ErrReplaced, as patch's does.
+// uid, by a server-side apply as memcached.FieldManager that forces, taking
+// back the fields that others changed. The UID in the apply is a
+// precondition: the API server refuses the apply when the object of that
+// name is another one or is gone, and the error then wraps ErrReplaced, as
+// patch's does.
 func (c *children) apply(manifest *unstructured.Unstructured, uid types.UID) error {
 	manifest = manifest.DeepCopy()
 	manifest.SetUID(uid)
@@ -228,7 +231,10 @@ func (c *children) apply(manifest *unstructured.Unstructured, uid types.UID) err
 		return fmt.Errorf("failed to encode %s %s/%s: %v", c.kind, manifest.GetNamespace(), manifest.GetName(), err)
 	}
 	namespace, name := manifest.GetNamespace(), manifest.GetName()
-	_, err = c.sendApply(namespace, name, body)
+	err = c.client.Patch(applyPatchType).Namespace(namespace).Resource(c.kind.Resource.Resource).Name(name).
+		Param("fieldManager", memcached.FieldManager).Param("force", "true").Body(body).Do().Error()
+	// A UID that is not the object's is invalid (a UID is immutable); one
+	// of an object that is gone, a conflict.
 	if !apierrors.IsInvalid(err) && !apierrors.IsConflict(err) {
 		return err
 	}
@@ -237,13 +243,6 @@ func (c *children) apply(manifest *unstructured.Unstructured, uid types.UID) err
 		return fmt.Errorf("%s %s/%s with UID %s was %w", c.kind, namespace, name, uid, ErrReplaced)
 	}
 	return err
-}
-
-// sendApply sends body as a server-side apply that forces the operator's
-// values on fields others own, and returns the object stored.
-func (c *children) sendApply(namespace, name string, body []byte) (Object, error) {
-	return c.decode(c.client.Patch(applyPatchType).Namespace(namespace).Resource(c.kind.Resource.Resource).Name(name).
-		Param("fieldManager", memcached.FieldManager).Param("force", "true").Body(body).Do())
 }
 
 // ErrReplaced reports that a patch was refused because the object of its
@@ -279,16 +278,4 @@ func (c *children) delete(namespace, name string, uid types.UID) error {
 	}
 	return c.client.Delete().Namespace(namespace).Resource(c.kind.Resource.Resource).Name(name).
 		SetHeader("Content-Type", runtime.ContentTypeJSON).Body(body).Do().Error()
-}
-
-// randomUID returns a random UID in the form of the API server's (RFC 4122
-// version 4), which no object has.
-func randomUID() (types.UID, error) {
-	b := make([]byte, 16)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("failed to make a UID: %v", err)
-	}
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return types.UID(fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])), nil
 }

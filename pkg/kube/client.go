@@ -332,9 +332,9 @@ func (c *CachedClient) Patch(k *Kind, namespace, name string, uid types.UID, pat
 }
 
 // ApplyNew creates the object of k that manifest holds by a server-side
-// apply, failing as Create does when an object of its name exists (see
-// children.applyNew), and returns it as the API server stored it, trimmed
-// as the cache's are.
+// apply that never changes another owner's object, failing as Create does
+// when an object of its name exists (see children.applyNew), and returns it
+// as the API server stored it, trimmed as the cache's are.
 func (c *CachedClient) ApplyNew(k *Kind, manifest *unstructured.Unstructured) (Object, error) {
 	ch, err := c.children(k)
 	if err != nil {

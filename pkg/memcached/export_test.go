@@ -50,3 +50,4 @@ const (
 	TerminationGracePeriod   = terminationGracePeriod
 	ThreadsPattern           = threadsPattern
 )
+var Project = project

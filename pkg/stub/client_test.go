@@ -27,7 +27,7 @@ func TestPhantomChildIsCreatedAnew(t *testing.T) {
 		case r.Method == "POST" && strings.HasSuffix(r.Path, "/deployments") && strings.Contains(r.Body, string(earlier.UID)):
 			return phantom
 		case r.Method == "PATCH" && strings.HasSuffix(r.Path, "/deployments/example") && r.ContentType == "application/apply-patch+yaml":
-			return memcachedtest.OwnedDeployment(m, 1)
+			return kubetest.Created{Object: memcachedtest.OwnedDeployment(m, 1)}
 		case r.Method == "POST" && strings.HasSuffix(r.Path, "/services"):
 			return memcachedtest.OwnedService(m)
 		}

@@ -19,6 +19,8 @@ import (
 // Request is one request the APIServer received.
 type Request struct {
 	Method, Path, ContentType, Body string
+	// Query is the request's query string, as sent.
+	Query string
 }
 
 // APIServer records the requests of a client and answers each with the
@@ -43,7 +45,7 @@ func NewAPIServer(t *testing.T, respond func(r Request) interface{}) (*APIServer
 // ServeHTTP records r and answers it.
 func (s *APIServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
-	req := Request{Method: r.Method, Path: r.URL.Path, ContentType: r.Header.Get("Content-Type"), Body: string(body)}
+	req := Request{Method: r.Method, Path: r.URL.Path, ContentType: r.Header.Get("Content-Type"), Body: string(body), Query: r.URL.RawQuery}
 	s.mu.Lock()
 	s.requests = append(s.requests, req)
 	s.mu.Unlock()

@@ -50,4 +50,5 @@ const (
 	TerminationGracePeriod   = terminationGracePeriod
 	ThreadsPattern           = threadsPattern
 )
+
 var Project = project

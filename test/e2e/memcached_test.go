@@ -162,7 +162,7 @@ func TestDrift(t *testing.T) {
 			{"the strategy", []string{"patch", "deployment", "cache", "--type=json", "-p",
 				`[{"op":"replace","path":"/spec/strategy/rollingUpdate/maxUnavailable","value":3}]`}},
 			{"the Deployment's labels", []string{"label", "deployment", "cache", "app-", "memcached_cr-"}},
-			{"the Service's labels", []string{"label", "service", "cache", "app-", "memcached_cr=someone"}},
+			{"the Service's labels", []string{"label", "service", "cache", "app-", "memcached_cr=someone", "--overwrite"}},
 		}
 		for i, e := range edits {
 			var status *statusRecorder

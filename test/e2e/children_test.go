@@ -883,7 +883,7 @@ func (ns *namespace) waitRolledOut(name string, size int) (deploymentDetail, fra
 // the template-hash annotation changes, the pods roll to the new template
 // (Progressing True with reason RollingUpdate, then False with reason
 // Complete), and status.nodes follows the new pods. Scaling keeps the
-// template, and a hand edit of the template stays until the spec changes.
+// template, and a field of the template that the operator does not set stays.
 // The defaults come first: the operator's --memcached-image, the default
 // resources, and memcached's -m derived from the memory limit.
 func TestPodTemplateUpdates(t *testing.T) {

@@ -54,6 +54,14 @@
 // kubelet's back-off delays and restart counts are left out of messages, so
 // a crash loop does not change the status on every restart.
 //
+// status.observedGeneration is the generation whose spec the Deployment
+// runs, not the last one the operator saw: it stays behind while a spec is
+// refused or cannot be applied (Observation.Behind). Each condition names
+// the generation it describes, which kubectl wait checks: Available and
+// Degraded the current one, Progressing the one acted on, so that
+// `kubectl wait --for=condition=Progressing=false` never returns for a spec
+// that nothing acts on.
+//
 // The spec is checked again (ValidateSpec, spec.go) with the same patterns
 // and messages as the CRD's rules (TestCRDHasTheSameRules), for resources
 // stored before the schema had them: an invalid spec is reported as

@@ -81,6 +81,55 @@ type Observation struct {
 	// Deployment, which someone had changed (see pkg/stub's
 	// restoreDeployment).
 	Restoring string
+	// Behind says that the operator has not acted on m's generation: it
+	// refused the spec, or could not set the Deployment to the spec's size
+	// and pod template. status.observedGeneration then stays below m's
+	// generation (see actedOn), and the Progressing condition reports the
+	// rollout to what the Deployment runs, Deployed, for that generation;
+	// without a Deployment of m's own there is none to report. When false,
+	// the Deployment runs spec.size pods of the template of TemplateHash.
+	Behind bool
+	// Deployed is what m's own Deployment runs, nil without one; read only
+	// when Behind.
+	Deployed *Rollout
+}
+
+// Rollout is what a Deployment rolls its pods to.
+type Rollout struct {
+	// Size is the Deployment's spec.replicas.
+	Size int32
+	// TemplateHash is the hash of its pod template (see TemplateOf), ""
+	// when it is unknown.
+	TemplateHash string
+}
+
+// target returns what the pods of o roll toward: m's spec, or what the
+// Deployment runs when o says the operator has not acted on m's generation.
+// ok is false when there is no rollout to report: the operator has not
+// acted on m's generation nor on any before it (see actedOn), or m has no
+// Deployment of its own.
+func target(m *v1alpha1.Memcached, o Observation) (t Rollout, ok bool) {
+	if !o.Behind {
+		return Rollout{Size: m.Spec.Size, TemplateHash: o.TemplateHash}, true
+	}
+	if o.Deployed == nil || actedOn(m, o) == 0 {
+		return Rollout{}, false
+	}
+	return *o.Deployed, true
+}
+
+// actedOn returns the generation whose spec the operator last acted on, as
+// status.observedGeneration states it: m's own unless o says otherwise, and
+// then the stored one, but always below m's generation, which the operator
+// has not acted on. A stored value that is not below it drops to the
+// generation before: an operator version that wrote the generation it
+// computed the status from left it, or the spec, acted on once, is refused
+// since, by a policy the operator was restarted with.
+func actedOn(m *v1alpha1.Memcached, o Observation) int64 {
+	if !o.Behind {
+		return m.Generation
+	}
+	return max(0, min(m.Status.ObservedGeneration, m.Generation-1))
 }
 
 // rollout is what the pods of an Observation say about the rollout of the
@@ -97,17 +146,17 @@ type rollout struct {
 	complete bool
 }
 
-// rolloutOf returns the rollout of m's pods in o.
-func rolloutOf(m *v1alpha1.Memcached, o Observation) rollout {
+// rolloutOf returns the rollout of o's pods to t.
+func rolloutOf(t Rollout, o Observation) rollout {
 	live := livePods(o.Pods)
 	sort.Slice(live, func(i, j int) bool { return live[i].Name < live[j].Name })
 	r := rollout{live: live, ready: countReady(live)}
 	for _, p := range live {
-		if isOutdated(p, o.TemplateHash) {
+		if isOutdated(p, t.TemplateHash) {
 			r.outdated++
 		}
 	}
-	r.complete = r.outdated == 0 && int32(len(live)) == m.Spec.Size && r.ready >= m.Spec.Size
+	r.complete = r.outdated == 0 && int32(len(live)) == t.Size && r.ready >= t.Size
 	return r
 }
 
@@ -117,25 +166,25 @@ func isOutdated(p *corev1.Pod, hash string) bool {
 	return hash != "" && p.Annotations[TemplateHashAnnotation] != hash
 }
 
-// stuck returns why m's pods cannot get to spec.size Ready pods of the
-// current template without a change from outside, as the reason and message
+// stuck returns why the pods cannot get to t.Size Ready pods of t's
+// template without a change from outside, as the reason and message
 // of the Degraded condition, or ok false when nothing says so. In this order:
 //   - the Deployment's ReplicaFailure: the ReplicaSet controller cannot
 //     create pods (a quota, a LimitRange, a missing PriorityClass, an
 //     admission policy), with the controller's reason and message;
 //   - a failed pod (see podFailed), the first by name so that the condition
 //     does not move between pods that fail alike: any live pod while fewer
-//     than spec.size are Ready, and a pod of the current template while a
+//     than t.Size are Ready, and a pod of the current template while a
 //     roll goes on, even when the pods of the older one keep the Memcached
 //     Available;
 //   - the Deployment's Progressing condition False with reason
 //     ProgressDeadlineExceeded, unless the pods show the rollout complete.
-func stuck(m *v1alpha1.Memcached, o Observation, r rollout) (reason, message string, ok bool) {
+func stuck(t Rollout, o Observation, r rollout) (reason, message string, ok bool) {
 	if c := deploymentCondition(o, appsv1.DeploymentReplicaFailure, corev1.ConditionTrue); c != nil {
 		return c.Reason, c.Message, true
 	}
 	for _, p := range r.live {
-		if r.ready >= m.Spec.Size && (r.outdated == 0 || isOutdated(p, o.TemplateHash)) {
+		if r.ready >= t.Size && (r.outdated == 0 || isOutdated(p, t.TemplateHash)) {
 			continue
 		}
 		if reason, message, failed := podFailed(p); failed {
@@ -163,17 +212,24 @@ func deploymentCondition(o Observation, typ appsv1.DeploymentConditionType, stat
 // own and o holds its pods. The result depends only on its inputs, so
 // comparing it with m.Status tells whether a write is needed.
 func ComputeStatus(m *v1alpha1.Memcached, o Observation, now metav1.Time) v1alpha1.MemcachedStatus {
-	return observedStatus(m, o, now, availableCondition(m, o.Pods), progressingCondition(m, o), degradedCondition(m, o))
+	return observedStatus(m, o, now, availableCondition(m, o.Pods), progressing(m, o), degradedCondition(m, o))
 }
 
 // NotOwnedStatus returns the status m should have while a Deployment that
 // another owner controls holds its name. It lists no pods, because none of
-// them are m's, and both conditions carry reason DeploymentNotOwned and msg,
-// whatever the pods are doing.
+// them are m's, and every condition carries reason DeploymentNotOwned and
+// msg, whatever the pods are doing. The operator has not acted on m's
+// generation, so Progressing names an older one, or is left out when there
+// is none (see actedOn).
 func NotOwnedStatus(m *v1alpha1.Memcached, msg string, now metav1.Time) v1alpha1.MemcachedStatus {
-	return observedStatus(m, Observation{}, now,
-		newCondition(v1alpha1.MemcachedAvailable, corev1.ConditionFalse, ReasonDeploymentNotOwned, msg),
-		newCondition(v1alpha1.MemcachedProgressing, corev1.ConditionFalse, ReasonDeploymentNotOwned, msg),
+	o := Observation{Behind: true}
+	var p *v1alpha1.MemcachedCondition
+	if actedOn(m, o) > 0 {
+		c := newCondition(v1alpha1.MemcachedProgressing, corev1.ConditionFalse, ReasonDeploymentNotOwned, msg)
+		p = &c
+	}
+	return observedStatus(m, o, now,
+		newCondition(v1alpha1.MemcachedAvailable, corev1.ConditionFalse, ReasonDeploymentNotOwned, msg), p,
 		newCondition(v1alpha1.MemcachedDegraded, corev1.ConditionTrue, ReasonDeploymentNotOwned, msg))
 }
 
@@ -181,46 +237,70 @@ func NotOwnedStatus(m *v1alpha1.Memcached, msg string, now metav1.Time) v1alpha1
 // failed with reason and message: the pods as ComputeStatus reports them, with
 // a Degraded condition that is True with that reason and message whatever the
 // pods are doing, because the failure needs a change from outside too.
-// Available and Progressing still follow the pods alone.
+// Available and Progressing still follow the pods alone; when o is Behind,
+// as for a refused spec, Progressing reports the rollout of the generation
+// the operator last acted on (see Observation.Behind), so that a refused
+// spec never reads as a completed one.
 func FailedStatus(m *v1alpha1.Memcached, o Observation, reason, message string, now metav1.Time) v1alpha1.MemcachedStatus {
-	return observedStatus(m, o, now, availableCondition(m, o.Pods), progressingCondition(m, o),
+	return observedStatus(m, o, now, availableCondition(m, o.Pods), progressing(m, o),
 		newCondition(v1alpha1.MemcachedDegraded, corev1.ConditionTrue, reason, message))
 }
 
 // UnobservedStatus returns the status m should have when its pods could not
-// be listed: the pods and the Available condition as stored, since nothing
-// newer is known, and a Degraded condition that is True with reason and
-// message.
-func UnobservedStatus(m *v1alpha1.Memcached, reason, message string, now metav1.Time) v1alpha1.MemcachedStatus {
+// be listed: the pods and the Available and Progressing conditions as
+// stored, since nothing newer is known, and a Degraded condition that is
+// True with reason and message. behind says, as Observation.Behind does,
+// that the operator has not acted on m's generation.
+func UnobservedStatus(m *v1alpha1.Memcached, behind bool, reason, message string, now metav1.Time) v1alpha1.MemcachedStatus {
 	status := *m.Status.DeepCopy()
 	if status.Nodes == nil {
 		// The CRD's schema types status.nodes as an array, and null is not one.
 		status.Nodes = []string{}
 	}
 	status.Selector = Selector(m.Name).String()
-	status.ObservedGeneration = m.Generation
-	status.Conditions = setCondition(status.Conditions, newCondition(v1alpha1.MemcachedDegraded, corev1.ConditionTrue, reason, message), now)
+	status.ObservedGeneration = actedOn(m, Observation{Behind: behind})
+	degraded := newCondition(v1alpha1.MemcachedDegraded, corev1.ConditionTrue, reason, message)
+	degraded.ObservedGeneration = m.Generation
+	status.Conditions = setCondition(status.Conditions, degraded, now)
 	return status
 }
 
 // observedStatus returns m's status with o's live pods and Service and the
 // conditions, set in their order so that the stored list keeps a stable
-// order.
-func observedStatus(m *v1alpha1.Memcached, o Observation, now metav1.Time, conditions ...v1alpha1.MemcachedCondition) v1alpha1.MemcachedStatus {
-	stored := m.Status.Conditions
-	for _, c := range conditions {
-		stored = setCondition(stored, c, now)
+// order. Available and Degraded judge m's spec and carry its generation;
+// progressing, which carries the generation the operator acted on, is
+// removed when nil (see target).
+func observedStatus(m *v1alpha1.Memcached, o Observation, now metav1.Time, available v1alpha1.MemcachedCondition, progressing *v1alpha1.MemcachedCondition, degraded v1alpha1.MemcachedCondition) v1alpha1.MemcachedStatus {
+	acted := actedOn(m, o)
+	available.ObservedGeneration, degraded.ObservedGeneration = m.Generation, m.Generation
+	stored := setCondition(m.Status.Conditions, available, now)
+	if progressing != nil {
+		progressing.ObservedGeneration = acted
+		stored = setCondition(stored, *progressing, now)
+	} else {
+		stored = removeCondition(stored, v1alpha1.MemcachedProgressing)
 	}
+	stored = setCondition(stored, degraded, now)
 	live := livePods(o.Pods)
 	return v1alpha1.MemcachedStatus{
 		Nodes:              podNames(live),
 		Replicas:           int32(len(live)),
 		ReadyReplicas:      countReady(live),
 		Selector:           Selector(m.Name).String(),
-		ObservedGeneration: m.Generation,
+		ObservedGeneration: acted,
 		ServiceName:        o.ServiceName,
 		Conditions:         stored,
 	}
+}
+
+// progressing returns m's Progressing condition (see progressingCondition),
+// or nil when there is no rollout to report (see target).
+func progressing(m *v1alpha1.Memcached, o Observation) *v1alpha1.MemcachedCondition {
+	if _, ok := target(m, o); !ok {
+		return nil
+	}
+	c := progressingCondition(m, o)
+	return &c
 }
 
 // availableCondition returns m's Available condition when pods are the pods
@@ -237,16 +317,17 @@ func availableCondition(m *v1alpha1.Memcached, pods []*corev1.Pod) v1alpha1.Memc
 }
 
 // progressingCondition returns m's Progressing condition when its Deployment is
-// its own and o holds its pods: True with reason RollPending while the roll to
-// the operator's new pod template waits for a slot (see pkg/stub's rolls.go);
-// else False with reason Complete once spec.size pods of the current template
-// are all Ready and no other pod is live; False with the Deployment
-// controller's reason and message once it reports ProgressDeadlineExceeded;
-// otherwise True while a live pod runs an older pod template (reason
-// RollingUpdate), else while the number of live pods differs from spec.size
-// (Scaling), else while fewer than spec.size are Ready (PodsStarting). A True
-// condition's message ends with what keeps the pods from getting there, if
-// anything does (see stuck); the Degraded condition gives the detail.
+// its own and o holds its pods, for the rollout to the size and template of
+// target: True with reason RollPending while the roll to the operator's new
+// pod template waits for a slot (see pkg/stub's rolls.go); else False with
+// reason Complete once that many pods of that template are all Ready and no
+// other pod is live; False with the Deployment controller's reason and
+// message once it reports ProgressDeadlineExceeded; otherwise True while a
+// live pod runs an older pod template (reason RollingUpdate), else while the
+// number of live pods differs from the size (Scaling), else while fewer are
+// Ready (PodsStarting). A True condition's message ends with what keeps the
+// pods from getting there, if anything does (see stuck); the Degraded
+// condition gives the detail.
 func progressingCondition(m *v1alpha1.Memcached, o Observation) v1alpha1.MemcachedCondition {
 	if o.RollPending != "" {
 		return newCondition(v1alpha1.MemcachedProgressing, corev1.ConditionTrue, ReasonRollPending, o.RollPending)
@@ -254,9 +335,10 @@ func progressingCondition(m *v1alpha1.Memcached, o Observation) v1alpha1.Memcach
 	if o.Restoring != "" {
 		return newCondition(v1alpha1.MemcachedProgressing, corev1.ConditionTrue, ReasonRestoring, o.Restoring)
 	}
-	r := rolloutOf(m, o)
+	t, _ := target(m, o)
+	r := rolloutOf(t, o)
 	if r.complete {
-		return newCondition(v1alpha1.MemcachedProgressing, corev1.ConditionFalse, ReasonComplete, readyMessage(r.ready, m.Spec.Size))
+		return newCondition(v1alpha1.MemcachedProgressing, corev1.ConditionFalse, ReasonComplete, readyMessage(r.ready, t.Size))
 	}
 	if c := deploymentCondition(o, appsv1.DeploymentProgressing, corev1.ConditionFalse); c != nil && c.Reason == ReasonProgressDeadlineExceeded {
 		return newCondition(v1alpha1.MemcachedProgressing, corev1.ConditionFalse, c.Reason, c.Message)
@@ -265,12 +347,12 @@ func progressingCondition(m *v1alpha1.Memcached, o Observation) v1alpha1.Memcach
 	switch {
 	case r.outdated > 0:
 		reason, message = ReasonRollingUpdate, fmt.Sprintf("%d of %d pods run an older pod template", r.outdated, len(r.live))
-	case int32(len(r.live)) != m.Spec.Size:
-		reason, message = ReasonScaling, fmt.Sprintf("scaling from %d to %d pods", len(r.live), m.Spec.Size)
+	case int32(len(r.live)) != t.Size:
+		reason, message = ReasonScaling, fmt.Sprintf("scaling from %d to %d pods", len(r.live), t.Size)
 	default:
-		reason, message = ReasonPodsStarting, readyMessage(r.ready, m.Spec.Size)
+		reason, message = ReasonPodsStarting, readyMessage(r.ready, t.Size)
 	}
-	if why, _, ok := stuck(m, o, r); ok {
+	if why, _, ok := stuck(t, o, r); ok {
 		message += "; stuck: " + why
 	}
 	return newCondition(v1alpha1.MemcachedProgressing, corev1.ConditionTrue, reason, message)
@@ -287,8 +369,9 @@ func progressingCondition(m *v1alpha1.Memcached, o Observation) v1alpha1.Memcach
 //     pods are Ready;
 //   - otherwise False with reason PodsStarting.
 func degradedCondition(m *v1alpha1.Memcached, o Observation) v1alpha1.MemcachedCondition {
-	r := rolloutOf(m, o)
-	if reason, message, ok := stuck(m, o, r); ok {
+	t := Rollout{Size: m.Spec.Size, TemplateHash: o.TemplateHash}
+	r := rolloutOf(t, o)
+	if reason, message, ok := stuck(t, o, r); ok {
 		return newCondition(v1alpha1.MemcachedDegraded, corev1.ConditionTrue, reason, message)
 	}
 	if r.ready >= m.Spec.Size {
@@ -463,6 +546,17 @@ func setCondition(conditions []v1alpha1.MemcachedCondition, c v1alpha1.Memcached
 		}
 	}
 	return append(out, c)
+}
+
+// removeCondition returns a copy of conditions without the one of type typ.
+func removeCondition(conditions []v1alpha1.MemcachedCondition, typ v1alpha1.MemcachedConditionType) []v1alpha1.MemcachedCondition {
+	out := make([]v1alpha1.MemcachedCondition, 0, len(conditions))
+	for _, c := range conditions {
+		if c.Type != typ {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // FindCondition returns the condition of type typ in conditions, or nil.

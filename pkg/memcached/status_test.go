@@ -74,6 +74,7 @@ func TestComputeStatus(t *testing.T) {
 			want := []v1alpha1.MemcachedCondition{memcached.AvailableCondition(m, tt.pods), memcached.ProgressingCondition(m, memcached.Observation{Pods: tt.pods}), memcached.DegradedCondition(m, memcached.Observation{Pods: tt.pods})}
 			for i := range want {
 				want[i].LastTransitionTime = memcachedtest.Now
+				want[i].ObservedGeneration = m.Generation
 			}
 			if !reflect.DeepEqual(got.Conditions, want) {
 				t.Errorf("conditions:\n got %+v\nwant %+v", got.Conditions, want)
@@ -283,24 +284,48 @@ func TestAvailableCondition(t *testing.T) {
 	}
 }
 
+// TestNotOwnedStatusTakesPrecedence: a foreign Deployment makes every
+// condition say DeploymentNotOwned whatever the pods do. The operator acts
+// on no generation meanwhile, so Progressing names the one before, or is
+// left out when there is none, and kubectl wait
+// --for=condition=Progressing=false does not return.
 func TestNotOwnedStatusTakesPrecedence(t *testing.T) {
 	earlier := metav1.NewTime(memcachedtest.Now.Add(-time.Hour))
-	m := memcachedtest.NewMemcached("example", 1)
-	m.Status = memcached.ComputeStatus(m, memcached.Observation{Pods: []*corev1.Pod{memcachedtest.NewPod(m, "example-a", corev1.PodRunning, true)}}, earlier)
-
-	got := memcached.NotOwnedStatus(m, "taken", memcachedtest.Now)
-
-	want := []v1alpha1.MemcachedCondition{
-		{Type: v1alpha1.MemcachedAvailable, Status: corev1.ConditionFalse, Reason: memcached.ReasonDeploymentNotOwned, Message: "taken", LastTransitionTime: memcachedtest.Now},
-		// Progressing was False already: its transition time stays.
-		{Type: v1alpha1.MemcachedProgressing, Status: corev1.ConditionFalse, Reason: memcached.ReasonDeploymentNotOwned, Message: "taken", LastTransitionTime: earlier},
-		{Type: v1alpha1.MemcachedDegraded, Status: corev1.ConditionTrue, Reason: memcached.ReasonDeploymentNotOwned, Message: "taken", LastTransitionTime: memcachedtest.Now},
+	tests := []struct {
+		name            string
+		generation      int64
+		wantProgressing []v1alpha1.MemcachedCondition
+		wantObserved    int64
+	}{
+		{name: "first generation", generation: 1},
+		{
+			name: "later generation", generation: 2, wantObserved: 1,
+			// Progressing was False already: its transition time stays.
+			wantProgressing: []v1alpha1.MemcachedCondition{{Type: v1alpha1.MemcachedProgressing, Status: corev1.ConditionFalse, Reason: memcached.ReasonDeploymentNotOwned, Message: "taken", LastTransitionTime: earlier, ObservedGeneration: 1}},
+		},
 	}
-	if !reflect.DeepEqual(got.Conditions, want) {
-		t.Errorf("conditions:\n got %+v\nwant %+v", got.Conditions, want)
-	}
-	if got.Nodes == nil || len(got.Nodes) != 0 || got.Replicas != 0 || got.ReadyReplicas != 0 {
-		t.Errorf("pods: got nodes %#v, %d/%d ready, want none: no pod is the memcached's", got.Nodes, got.ReadyReplicas, got.Replicas)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := memcachedtest.NewMemcached("example", 1)
+			m.Generation = tt.generation
+			m.Status = memcached.ComputeStatus(m, memcached.Observation{Pods: []*corev1.Pod{memcachedtest.NewPod(m, "example-a", corev1.PodRunning, true)}}, earlier)
+
+			got := memcached.NotOwnedStatus(m, "taken", memcachedtest.Now)
+
+			want := append(append([]v1alpha1.MemcachedCondition{
+				{Type: v1alpha1.MemcachedAvailable, Status: corev1.ConditionFalse, Reason: memcached.ReasonDeploymentNotOwned, Message: "taken", LastTransitionTime: memcachedtest.Now, ObservedGeneration: tt.generation},
+			}, tt.wantProgressing...),
+				v1alpha1.MemcachedCondition{Type: v1alpha1.MemcachedDegraded, Status: corev1.ConditionTrue, Reason: memcached.ReasonDeploymentNotOwned, Message: "taken", LastTransitionTime: memcachedtest.Now, ObservedGeneration: tt.generation})
+			if !reflect.DeepEqual(got.Conditions, want) {
+				t.Errorf("conditions:\n got %+v\nwant %+v", got.Conditions, want)
+			}
+			if got.ObservedGeneration != tt.wantObserved {
+				t.Errorf("observedGeneration: got %d, want %d", got.ObservedGeneration, tt.wantObserved)
+			}
+			if got.Nodes == nil || len(got.Nodes) != 0 || got.Replicas != 0 || got.ReadyReplicas != 0 {
+				t.Errorf("pods: got nodes %#v, %d/%d ready, want none: no pod is the memcached's", got.Nodes, got.ReadyReplicas, got.Replicas)
+			}
+		})
 	}
 }
 

@@ -181,6 +181,7 @@ func TestInvalidSpecChangesNothing(t *testing.T) {
 	checkActions(t, f.client.actions, []string{
 		"list pods test app=memcached,memcached_cr=example",
 		"get service test/example",
+		"get deployment test/example",
 		"update memcached/status test/example",
 	})
 	if c := memcached.FindCondition(f.client.statuses[0].Conditions, v1alpha1.MemcachedDegraded); c == nil || c.Status != corev1.ConditionTrue || c.Reason != memcached.ReasonInvalidSpec {
@@ -209,6 +210,7 @@ func TestInvalidSpecLeavesExistingDeploymentAlone(t *testing.T) {
 	checkActions(t, f.client.actions, []string{
 		"list pods test app=memcached,memcached_cr=example",
 		"get service test/example",
+		"get deployment test/example",
 		"update memcached/status test/example",
 	})
 	if c := memcached.FindCondition(f.client.statuses[0].Conditions, v1alpha1.MemcachedDegraded); c == nil || c.Status != corev1.ConditionTrue || c.Reason != memcached.ReasonInvalidSpec {

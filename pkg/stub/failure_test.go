@@ -108,7 +108,7 @@ func TestReportsFailedSteps(t *testing.T) {
 			degraded := memcached.FindCondition(status.Conditions, v1alpha1.MemcachedDegraded)
 			want := v1alpha1.MemcachedCondition{
 				Type: v1alpha1.MemcachedDegraded, Status: corev1.ConditionTrue,
-				Reason: tt.reason, Message: tt.message, LastTransitionTime: memcachedtest.Now,
+				Reason: tt.reason, Message: tt.message, LastTransitionTime: memcachedtest.Now, ObservedGeneration: m.Generation,
 			}
 			if degraded == nil || *degraded != want {
 				t.Errorf("Degraded:\n got %+v\nwant %+v", degraded, want)
@@ -221,7 +221,7 @@ func TestFailureClearsOnceFixed(t *testing.T) {
 	}
 	want := v1alpha1.MemcachedCondition{
 		Type: v1alpha1.MemcachedDegraded, Status: corev1.ConditionFalse,
-		Reason: memcached.ReasonPodsStarting, Message: "0/2 pods ready", LastTransitionTime: later,
+		Reason: memcached.ReasonPodsStarting, Message: "0/2 pods ready", LastTransitionTime: later, ObservedGeneration: m.Generation,
 	}
 	if c := memcached.FindCondition(f.client.statuses[1].Conditions, v1alpha1.MemcachedDegraded); c == nil || *c != want {
 		t.Errorf("Degraded:\n got %+v\nwant %+v", c, want)
@@ -403,6 +403,7 @@ func TestReportsWhatTheDeploymentControllerKnows(t *testing.T) {
 	checkActions(t, f.client.actions, steady("update memcached/status test/example"))
 	want := v1alpha1.MemcachedCondition{
 		Type: v1alpha1.MemcachedDegraded, Status: corev1.ConditionTrue, Reason: "FailedCreate", Message: memcachedtest.QuotaRefusal, LastTransitionTime: memcachedtest.Now,
+		ObservedGeneration: m.Generation,
 	}
 	if c := memcached.FindCondition(f.client.statuses[0].Conditions, v1alpha1.MemcachedDegraded); c == nil || *c != want {
 		t.Errorf("Degraded:\n got %+v\nwant %+v", c, want)

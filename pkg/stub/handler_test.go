@@ -118,12 +118,14 @@ func inSyncStatus(m *v1alpha1.Memcached, nodes ...string) v1alpha1.MemcachedStat
 			{
 				Type: v1alpha1.MemcachedAvailable, Status: corev1.ConditionTrue, Reason: memcached.ReasonAllReplicasReady,
 				Message: fmt.Sprintf("%d/%d pods ready", len(nodes), m.Spec.Size), LastTransitionTime: memcachedtest.Now,
+				ObservedGeneration: m.Generation,
 			},
 			{
 				Type: v1alpha1.MemcachedProgressing, Status: corev1.ConditionFalse, Reason: memcached.ReasonComplete,
 				Message: fmt.Sprintf("%d/%d pods ready", len(nodes), m.Spec.Size), LastTransitionTime: memcachedtest.Now,
+				ObservedGeneration: m.Generation,
 			},
-			{Type: v1alpha1.MemcachedDegraded, Status: corev1.ConditionFalse, Reason: memcached.ReasonAsExpected, LastTransitionTime: memcachedtest.Now},
+			{Type: v1alpha1.MemcachedDegraded, Status: corev1.ConditionFalse, Reason: memcached.ReasonAsExpected, LastTransitionTime: memcachedtest.Now, ObservedGeneration: m.Generation},
 		},
 	}
 }

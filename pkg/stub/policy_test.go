@@ -48,6 +48,7 @@ func TestPolicyViolationChangesNothing(t *testing.T) {
 			checkActions(t, f.client.actions, []string{
 				"list pods test app=memcached,memcached_cr=example",
 				"get service test/example",
+				"get deployment test/example",
 				"update memcached/status test/example",
 			})
 			if c := memcached.FindCondition(f.client.statuses[0].Conditions, v1alpha1.MemcachedDegraded); c == nil || c.Status != corev1.ConditionTrue || c.Reason != memcached.ReasonPolicyViolation || c.Message != err.Error() {

@@ -54,16 +54,16 @@ func (h *Handler) reconcileSteps(m *v1alpha1.Memcached) error {
 		return nil
 	}
 	if err := memcached.ValidateSpec(m); err != nil {
-		return h.updateStatus(m, nil, nil, newFailure(memcached.ReasonInvalidSpec, "%v", err))
+		return h.updateStatus(m, nil, nil, false, newFailure(memcached.ReasonInvalidSpec, "%v", err))
 	}
 	if err := h.policy.Check(m); err != nil {
-		return h.updateStatus(m, nil, nil, newFailure(memcached.ReasonPolicyViolation, "%v", err))
+		return h.updateStatus(m, nil, nil, false, newFailure(memcached.ReasonPolicyViolation, "%v", err))
 	}
 	want, err := h.desired(m)
 	if err != nil {
-		return h.updateStatus(m, nil, nil, newFailure(memcached.ReasonDeploymentCreateFailed, "%v", err))
+		return h.updateStatus(m, nil, nil, false, newFailure(memcached.ReasonDeploymentCreateFailed, "%v", err))
 	}
-	d, created, f := h.ensureChildren(m, want)
+	d, created, applied, f := h.ensureChildren(m, want)
 	if f != nil && errors.Is(f, kube.ErrReplaced) {
 		// Nothing failed: a child was replaced within the cache's lag. The
 		// reconcile runs again, with backoff, and acts on the new child
@@ -79,7 +79,7 @@ func (h *Handler) reconcileSteps(m *v1alpha1.Memcached) error {
 		h.enqueueBatched(key)
 		return nil
 	}
-	return h.updateStatus(m, want, d, f)
+	return h.updateStatus(m, want, d, applied, f)
 }
 
 // ensureChildren makes sure that m's Deployment, as want, exists, is
@@ -88,10 +88,12 @@ func (h *Handler) reconcileSteps(m *v1alpha1.Memcached) error {
 // more than one pod its PodDisruptionBudget, and with monitoring its
 // ServiceMonitor where that API is served.
 // It returns the Deployment as it found it, if any, reports whether it
-// created it, and returns the step that failed, or nil. The steps stop at
-// the first failure: a Deployment that is not m's, in particular, gets no
-// Service that would route to its pods.
-func (h *Handler) ensureChildren(m *v1alpha1.Memcached, want *desiredDeployment) (d *appsv1.Deployment, created bool, f *failure) {
+// created it and whether the Deployment now runs m's spec, its size and pod
+// template (the operator acted on m's generation; see
+// memcached.Observation.Behind), and returns the step that failed, or nil.
+// The steps stop at the first failure: a Deployment that is not m's, in
+// particular, gets no Service that would route to its pods.
+func (h *Handler) ensureChildren(m *v1alpha1.Memcached, want *desiredDeployment) (d *appsv1.Deployment, created, applied bool, f *failure) {
 	deployments := typed[*appsv1.Deployment]{h.client, kube.DeploymentKind}
 	d, created, f = ensureExists(m, deploymentChild, deployments.get, deployments.read,
 		func() (*appsv1.Deployment, error) {
@@ -102,30 +104,30 @@ func (h *Handler) ensureChildren(m *v1alpha1.Memcached, want *desiredDeployment)
 			return as[*appsv1.Deployment](h.client.ApplyNew(kube.DeploymentKind, manifest))
 		})
 	if f != nil {
-		return nil, false, f
+		return nil, false, false, f
 	}
 	if !created {
 		if !metav1.IsControlledBy(d, m) {
 			// Someone else's: leave it alone, and retry in case its owner
 			// removes it.
-			return d, false, notOwned(m, deploymentChild, d)
+			return d, false, false, notOwned(m, deploymentChild, d)
 		}
 		if f := h.ensureSize(m, d); f != nil {
-			return d, false, f
+			return d, false, false, f
 		}
 		if f := h.ensurePodTemplate(m, d, want); f != nil {
-			return d, false, f
+			return d, false, false, f
 		}
 		if f := h.ensureProgressDeadline(d); f != nil {
-			return d, false, f
+			return d, false, true, f
 		}
 	}
 	for _, c := range children {
 		if f := c.ensure(h, m); f != nil {
-			return d, created, f
+			return d, created, true, f
 		}
 	}
-	return d, created, nil
+	return d, created, true, nil
 }
 
 // ensureSize sets the Deployment's replicas to spec.size when they differ.
@@ -247,9 +249,10 @@ func (h *Handler) ensureProgressDeadline(d *appsv1.Deployment) *failure {
 
 // updateStatus writes the status that m's pods and Service, want (the desired
 // Deployment, nil when the reconcile stopped before it; see
-// memcached.Observation), d (m's Deployment as the reconcile found it, or nil)
-// and f, the failed step or nil, call for, when it differs from the stored one,
-// and returns f, or the write's error.
+// memcached.Observation), d (m's Deployment as the reconcile found it, or nil),
+// applied (whether the Deployment runs m's spec; see ensureChildren) and f, the
+// failed step or nil, call for, when it differs from the stored one, and
+// returns f, or the write's error.
 //
 // A failure is recorded as a Warning Event only when the stored Degraded
 // condition does not already report it, so a step that keeps failing the same
@@ -257,8 +260,8 @@ func (h *Handler) ensureProgressDeadline(d *appsv1.Deployment) *failure {
 // When the status cannot be written, Events are all that is left: the
 // failure and the write's error are recorded on every attempt, and client-go's
 // event correlator folds the repeats into one Event each, with a count.
-func (h *Handler) updateStatus(m *v1alpha1.Memcached, want *desiredDeployment, d *appsv1.Deployment, f *failure) error {
-	status, f := h.desiredStatus(m, want, d, f)
+func (h *Handler) updateStatus(m *v1alpha1.Memcached, want *desiredDeployment, d *appsv1.Deployment, applied bool, f *failure) error {
+	status, f := h.desiredStatus(m, want, d, applied, f)
 	err := h.writeStatus(m, status)
 	switch {
 	case errors.Is(err, errStale):
@@ -282,9 +285,14 @@ func (h *Handler) updateStatus(m *v1alpha1.Memcached, want *desiredDeployment, d
 }
 
 // desiredStatus returns the status m should have after the steps before it,
-// with want, d and f as updateStatus has them; and the failure to
+// with want, d, applied and f as updateStatus has them; and the failure to
 // report, which is f or, when the pods cannot be listed, that.
-func (h *Handler) desiredStatus(m *v1alpha1.Memcached, want *desiredDeployment, d *appsv1.Deployment, f *failure) (v1alpha1.MemcachedStatus, *failure) {
+//
+// Until the Deployment runs m's spec, the status reports the rollout of
+// what it runs instead, for the generation the operator last acted on
+// (see memcached.Observation.Behind): a refused spec never reads as one
+// whose roll is complete.
+func (h *Handler) desiredStatus(m *v1alpha1.Memcached, want *desiredDeployment, d *appsv1.Deployment, applied bool, f *failure) (v1alpha1.MemcachedStatus, *failure) {
 	now := h.now()
 	if f != nil && f.reason == memcached.ReasonDeploymentNotOwned {
 		// None of the pods with m's labels are m's.
@@ -295,16 +303,33 @@ func (h *Handler) desiredStatus(m *v1alpha1.Memcached, want *desiredDeployment, 
 		if f == nil {
 			f = newFailure(memcached.ReasonPodListFailed, "failed to list pods of memcached %s/%s: %v", m.Namespace, m.Name, err)
 		}
-		return memcached.UnobservedStatus(m, f.reason, f.Error(), now), f
+		return memcached.UnobservedStatus(m, !applied, f.reason, f.Error(), now), f
 	}
-	o := memcached.Observation{Pods: pods, TemplateHash: want.statusHash(), RollPending: want.rollPending(), Restoring: want.restoringMessage(), ServiceName: h.serviceName(m)}
+	o := memcached.Observation{Pods: pods, TemplateHash: want.statusHash(), RollPending: want.rollPending(), Restoring: want.restoringMessage(), ServiceName: h.serviceName(m), Behind: !applied}
+	if want == nil {
+		// The reconcile stopped before it looked for the Deployment: a
+		// cache read. An error leaves d nil, as if m had none, which
+		// leaves Progressing out and so claims no rollout.
+		d, _ = typed[*appsv1.Deployment]{h.client, kube.DeploymentKind}.get(m.Namespace, m.Name)
+	}
 	if d != nil && metav1.IsControlledBy(d, m) {
 		o.DeploymentConditions = d.Status.Conditions
+		if !applied {
+			o.Deployed = &memcached.Rollout{Size: replicas(d), TemplateHash: memcached.TemplateOf(d)}
+		}
 	}
 	if f != nil {
 		return memcached.FailedStatus(m, o, f.reason, f.Error(), now), f
 	}
 	return memcached.ComputeStatus(m, o, now), nil
+}
+
+// replicas returns d's spec.replicas, which the API server defaults to 1.
+func replicas(d *appsv1.Deployment) int32 {
+	if d.Spec.Replicas == nil {
+		return 1
+	}
+	return *d.Spec.Replicas
 }
 
 // serviceName returns the name of m's own Service as the cache shows it,

@@ -40,6 +40,9 @@ type Condition struct {
 	Status  string `json:"status"`
 	Reason  string `json:"reason"`
 	Message string `json:"message"`
+	// ObservedGeneration is the generation a Memcached's condition
+	// describes; pods' conditions have none.
+	ObservedGeneration int64 `json:"observedGeneration"`
 }
 
 // Memcached is a Memcached resource as `kubectl get -o json` prints it.

@@ -220,3 +220,24 @@ var StrictPolicy = memcached.Policy{
 	PriorityClasses:          []string{"cache-low", "cache-high"},
 	ForbidKeylessTolerations: true,
 }
+
+// WaitMet reports whether kubectl wait --for=condition=typ=want returns for
+// a Memcached of generation with status, as kubectl v1.37 decides it: the
+// condition of that type must have that status, and the generation it
+// describes, its own observedGeneration or else the status's, must not be
+// below generation. A status with no observedGeneration at all is taken as
+// it is.
+func WaitMet(generation int64, status v1alpha1.MemcachedStatus, typ v1alpha1.MemcachedConditionType, want corev1.ConditionStatus) bool {
+	c := memcached.FindCondition(status.Conditions, typ)
+	if c == nil {
+		return false
+	}
+	observed := c.ObservedGeneration
+	if observed == 0 {
+		observed = status.ObservedGeneration
+	}
+	if observed != 0 && observed < generation {
+		return false
+	}
+	return c.Status == want
+}

@@ -121,7 +121,14 @@ type MemcachedStatus struct {
 	// Selector is the pods' label selector in string form, for the scale
 	// subresource and so for `kubectl scale` and autoscalers.
 	Selector string `json:"selector,omitempty"`
-	// ObservedGeneration is the metadata.generation this status was computed from.
+	// ObservedGeneration is the metadata.generation whose spec the operator
+	// has acted on: it set the Deployment to that spec's size and pod
+	// template, so the pods run or roll toward it. While the operator
+	// refuses the spec of metadata.generation (Degraded=True InvalidSpec or
+	// PolicyViolation), or cannot set the Deployment to it, this stays
+	// below metadata.generation, at the generation it last acted on (0,
+	// and so left out, for none), so that tools which compare the two
+	// never take a spec that nothing acts on for one that is in force.
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// ServiceName names the headless Service that gives each memcached pod
 	// a DNS name, for clients that list the servers.
@@ -139,9 +146,13 @@ const (
 	// Ready, so a Memcached of size 0 is always available.
 	MemcachedAvailable MemcachedConditionType = "Available"
 	// MemcachedProgressing is True while the memcached pods are changing
-	// toward the spec: pods of an older pod template are being replaced,
-	// their number differs from spec.size, or some are not Ready yet. It is
-	// False once spec.size pods of the current template are all Ready.
+	// toward the spec the operator acted on (see
+	// MemcachedStatus.ObservedGeneration): pods of an older pod template
+	// are being replaced, their number differs from that spec's size, or
+	// some are not Ready yet. It is False once that many pods of its
+	// template are all Ready, for the generation its own observedGeneration
+	// names, which stays below metadata.generation while the current spec
+	// is refused or not yet acted on.
 	MemcachedProgressing MemcachedConditionType = "Progressing"
 	// MemcachedDegraded is True while the operator cannot manage one of the
 	// Memcached's children (its Deployment, Service or PodDisruptionBudget),
@@ -169,4 +180,17 @@ type MemcachedCondition struct {
 	Message string `json:"message,omitempty"`
 	// LastTransitionTime is when Status last changed.
 	LastTransitionTime metav1.Time `json:"lastTransitionTime,omitempty"`
+	// ObservedGeneration is the metadata.generation whose spec the
+	// condition describes; kubectl wait --for=condition=... prefers it to
+	// status.observedGeneration and waits while it is below
+	// metadata.generation. Available and Degraded judge the current spec,
+	// so they carry metadata.generation, and a refused spec returns
+	// kubectl wait --for=condition=Degraded. Progressing reports the
+	// rollout of the spec the operator acted on, so it carries
+	// status.observedGeneration: kubectl wait
+	// --for=condition=Progressing=false returns only once the operator has
+	// acted on the spec it was given and the pods have finished rolling to
+	// it. Before the operator has acted on any generation there is no
+	// Progressing condition.
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 }

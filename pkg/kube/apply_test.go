@@ -121,3 +121,41 @@ func TestApplyForcesWithTheUIDAsItsPrecondition(t *testing.T) {
 		})
 	}
 }
+
+func TestConvertUpdatesPatchesTheRecordOnlyWhenItMust(t *testing.T) {
+	applied := readTestdata(t, "live-applied.json")
+	updated := applied.DeepCopy()
+	entries, _, _ := unstructured.NestedSlice(updated.Object, "metadata", "managedFields")
+	entries[0].(map[string]interface{})["operation"] = "Update"
+	_ = unstructured.SetNestedSlice(updated.Object, entries, "metadata", "managedFields")
+	uid := applied.GetUID()
+	tests := []struct {
+		name string
+		live *unstructured.Unstructured
+		want []string
+	}{
+		{name: "never applied", live: updated, want: []string{"GET", "PATCH"}},
+		{name: "applied", live: applied, want: []string{"GET"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, api := newTestCachedClient(t, nil, func(r kubetest.Request) interface{} { return tt.live.Object })
+
+			if err := c.ConvertUpdates(DeploymentKind, "default", "example", uid); err != nil {
+				t.Fatal(err)
+			}
+
+			var got []string
+			for _, r := range api.Got() {
+				got = append(got, r.Method)
+				if r.Method == "PATCH" && (!strings.Contains(r.Body, `{"op":"test","path":"/metadata/resourceVersion","value":"`+tt.live.GetResourceVersion()+`"}`) ||
+					!strings.Contains(r.Body, `"operation":"Apply"`)) {
+					t.Errorf("patch %s: want it to test the resourceVersion and make the entry an Apply", r.Body)
+				}
+			}
+			if strings.Join(got, ",") != strings.Join(tt.want, ",") {
+				t.Errorf("requests: got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -245,6 +245,40 @@ func (c *children) apply(manifest *unstructured.Unstructured, uid types.UID) err
 	return err
 }
 
+// convertUpdates makes the fields that the operator set on the object by
+// creates and patches its apply's (see memcached.ConvertUpdates), while the
+// object's UID is uid and it does not change meanwhile: it reads the
+// object's managedFields, which no cache keeps, and patches them, testing
+// its UID and resourceVersion first. Nothing is patched when there is
+// nothing to convert.
+func (c *children) convertUpdates(namespace, name string, uid types.UID) error {
+	body, err := c.client.Get().Namespace(namespace).Resource(c.kind.Resource.Resource).Name(name).Do().Raw()
+	if err != nil {
+		return err
+	}
+	live := &unstructured.Unstructured{}
+	if err := live.UnmarshalJSON(body); err != nil {
+		return fmt.Errorf("failed to decode %s %s/%s: %v", c.kind, namespace, name, err)
+	}
+	if live.GetUID() != uid {
+		return fmt.Errorf("%s %s/%s with UID %s was %w", c.kind, namespace, name, uid, ErrReplaced)
+	}
+	entries, _, _ := unstructured.NestedSlice(live.Object, "metadata", "managedFields")
+	converted, changed := memcached.ConvertUpdates(entries)
+	if !changed {
+		return nil
+	}
+	patch, err := json.Marshal([]map[string]interface{}{
+		{"op": "test", "path": "/metadata/uid", "value": uid},
+		{"op": "test", "path": "/metadata/resourceVersion", "value": live.GetResourceVersion()},
+		{"op": "replace", "path": "/metadata/managedFields", "value": converted},
+	})
+	if err != nil {
+		return err
+	}
+	return c.patch(namespace, name, uid, patch)
+}
+
 // ErrReplaced reports that a patch was refused because the object of its
 // name is no longer the one the patch was built for: someone deleted that
 // one, and maybe created another, within the lag of the operator's cache.

@@ -353,6 +353,19 @@ func (c *CachedClient) Apply(k *Kind, manifest *unstructured.Unstructured, uid t
 	return ch.apply(manifest, uid)
 }
 
+// ConvertUpdates makes the fields that the operator set on the object of k
+// by creates and patches, as versions before server-side apply did, its
+// apply's, so that its next Apply removes those it no longer sets (see
+// memcached.ConvertUpdates); it does nothing to an object the operator
+// applied. It costs a read, and a patch when there is something to convert.
+func (c *CachedClient) ConvertUpdates(k *Kind, namespace, name string, uid types.UID) error {
+	ch, err := c.children(k)
+	if err != nil {
+		return err
+	}
+	return ch.convertUpdates(namespace, name, uid)
+}
+
 // Delete deletes the object of k while its UID is uid.
 func (c *CachedClient) Delete(k *Kind, namespace, name string, uid types.UID) error {
 	ch, err := c.children(k)

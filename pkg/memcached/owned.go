@@ -275,3 +275,37 @@ func prune(v interface{}) (interface{}, bool) {
 	}
 	return v, true
 }
+
+// ConvertUpdates returns managedFields, an object's metadata.managedFields,
+// with the entry that FieldManager's creates and patches of the main
+// resource left (operation Update) made its apply's (operation Apply), and
+// reports whether it changed anything: only an object that the operator
+// never applied has such an entry and no apply's. This is what client-go's
+// csaupgrade does for kubectl: afterwards the operator's next apply owns
+// every field that an operator version without server-side apply set, and
+// so removes those the desired Deployment no longer has, as that version's
+// patches of the whole pod template did.
+func ConvertUpdates(managedFields []interface{}) ([]interface{}, bool) {
+	convert := -1
+	for i, e := range managedFields {
+		entry, ok := e.(map[string]interface{})
+		if !ok || entry["manager"] != FieldManager {
+			continue
+		}
+		if sub, _ := entry["subresource"].(string); sub != "" {
+			continue
+		}
+		switch entry["operation"] {
+		case "Apply":
+			return managedFields, false
+		case "Update":
+			convert = i
+		}
+	}
+	if convert < 0 {
+		return managedFields, false
+	}
+	out := runtime.DeepCopyJSONValue(managedFields).([]interface{})
+	out[convert].(map[string]interface{})["operation"] = "Apply"
+	return out, true
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/example-inc/memcached-operator/pkg/memcached"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // The testdata files are a Deployment of a Memcached with TLS, auth and
@@ -194,5 +195,37 @@ func TestProjectFollowsTheFieldSet(t *testing.T) {
 				t.Errorf("got %s, want %s", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestConvertUpdatesMakesTheOperatorsUpdatesItsApply(t *testing.T) {
+	applied := readJSON(t, "live-applied.json")
+	entries, _, _ := unstructured.NestedSlice(applied, "metadata", "managedFields")
+	updated := runtime.DeepCopyJSONValue(entries).([]interface{})
+	for _, e := range updated {
+		if e.(map[string]interface{})["manager"] == memcached.FieldManager {
+			e.(map[string]interface{})["operation"] = "Update"
+		}
+	}
+	others := []interface{}{map[string]interface{}{"manager": "kubectl-edit", "operation": "Update", "fieldsV1": map[string]interface{}{}}}
+	tests := []struct {
+		name        string
+		in          []interface{}
+		want        []interface{}
+		wantChanged bool
+	}{
+		{name: "the operator's updates become its apply", in: updated, want: entries, wantChanged: true},
+		{name: "an object the operator applied stays", in: entries, want: entries},
+		{name: "others' updates stay", in: others, want: others},
+		{name: "no entries", in: nil, want: nil},
+	}
+	for _, tt := range tests {
+		got, changed := memcached.ConvertUpdates(tt.in)
+		if changed != tt.wantChanged || !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%s: got %v, changed %t; want %v, changed %t", tt.name, got, changed, tt.want, tt.wantChanged)
+		}
+	}
+	if tests[0].in[0].(map[string]interface{})["operation"] != "Update" {
+		t.Errorf("ConvertUpdates changed its argument")
 	}
 }

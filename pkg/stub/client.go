@@ -48,6 +48,10 @@ type Client interface {
 	// changed, on the object of its name while its UID is uid, failing as
 	// Patch does otherwise.
 	Apply(k *kube.Kind, manifest *unstructured.Unstructured, uid types.UID) error
+	// ConvertUpdates makes what an operator version without server-side
+	// apply set on the object its apply's, while its UID is uid (see
+	// kube.CachedClient.ConvertUpdates).
+	ConvertUpdates(k *kube.Kind, namespace, name string, uid types.UID) error
 	Delete(k *kube.Kind, namespace, name string, uid types.UID) error
 	// Served reports whether the API server serves k's API: always for a
 	// kind that is not Optional, else as discovery said at most

@@ -269,6 +269,12 @@ func (f *fakeClient) Apply(k *kube.Kind, manifest *unstructured.Unstructured, ui
 	return nil
 }
 
+// ConvertUpdates records the call; the fake's objects have no record of
+// who set their fields.
+func (f *fakeClient) ConvertUpdates(k *kube.Kind, namespace, name string, uid types.UID) error {
+	return f.record("convert updates of " + k.String() + " " + key(namespace, name))
+}
+
 // observeApplied sets on d the digest that the real client's cache
 // observes on a Deployment after the operator applied manifest and nobody
 // changed it.

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 const (
@@ -208,12 +209,22 @@ func (h *Handler) ensurePodTemplate(m *v1alpha1.Memcached, d *appsv1.Deployment,
 // changed, and rolls no pod; an edit that changed what the pods run did
 // roll them, and its restore rolls them back, one at a time. A Deployment
 // that an operator version without server-side apply created has no
-// record: it gets one, which changes no field.
+// record: what that version set becomes the apply's first (see
+// memcached.ConvertUpdates), so that the apply owns it, and later removes
+// what the spec no longer asks for.
 func (h *Handler) restoreDeployment(m *v1alpha1.Memcached, d *appsv1.Deployment, want *desiredDeployment) *failure {
-	if d.Annotations[memcached.ObservedDigestAnnotation] == want.digest {
+	digest := d.Annotations[memcached.ObservedDigestAnnotation]
+	if digest == want.digest {
 		return nil
 	}
-	manifest, err := want.build()
+	var err error
+	if digest == "" {
+		err = h.client.ConvertUpdates(kube.DeploymentKind, d.Namespace, d.Name, d.UID)
+	}
+	var manifest *unstructured.Unstructured
+	if err == nil {
+		manifest, err = want.build()
+	}
 	if err == nil {
 		manifest, err = memcached.WithRecordOf(manifest, d.Spec.Template.Annotations)
 	}

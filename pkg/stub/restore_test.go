@@ -143,3 +143,24 @@ func TestRestoresTheLabelsOfEveryChild(t *testing.T) {
 		})
 	}
 }
+
+// TestConvertsTheRecordOfADeploymentNeverApplied: a Deployment that an
+// operator version without server-side apply created shows no digest; its
+// record is converted to the operator's apply before the apply, which then
+// owns what that version set.
+func TestConvertsTheRecordOfADeploymentNeverApplied(t *testing.T) {
+	m := memcachedtest.NewMemcached("example", 2)
+	objs := inSync(m, 2)
+	delete(objs[1].(*appsv1.Deployment).Annotations, memcached.ObservedDigestAnnotation)
+	f := newFixture(t, objs...)
+
+	if err := f.handle(m, false); err != nil {
+		t.Fatalf("Handle: %v", err)
+	}
+
+	checkActions(t, f.client.actions[:3], []string{
+		"get deployment test/example",
+		"convert updates of deployments.apps test/example",
+		"apply deployment test/example",
+	})
+}

@@ -159,3 +159,22 @@ func TestConvertUpdatesPatchesTheRecordOnlyWhenItMust(t *testing.T) {
 		})
 	}
 }
+
+// TestAppliesCarryTheAPIServersRefusal: a refused apply returns the API
+// server's Status, whose message the Degraded condition and the Warning
+// Event carry.
+func TestAppliesCarryTheAPIServersRefusal(t *testing.T) {
+	applied := readTestdata(t, "applied.json")
+	refusal := status(http.StatusForbidden, metav1.StatusReasonForbidden)
+	refusal.Message = `deployments.apps "example" is forbidden: exceeded quota: no-deployments`
+	c, _ := newTestCachedClient(t, nil, func(kubetest.Request) interface{} { return refusal })
+
+	_, err := c.ApplyNew(DeploymentKind, applied)
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "exceeded quota: no-deployments") {
+		t.Errorf("ApplyNew: got %v, want the API server's Forbidden with its message", err)
+	}
+	err = c.Apply(DeploymentKind, applied, "uid-1")
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "exceeded quota: no-deployments") {
+		t.Errorf("Apply: got %v, want the API server's Forbidden with its message", err)
+	}
+}

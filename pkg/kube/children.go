@@ -110,6 +110,11 @@ func (c *children) decode(r rest.Result) (Object, error) {
 		o := c.kind.New()
 		return o, r.Into(o)
 	}
+	// Raw returns the error without the API server's Status, which Error
+	// decodes.
+	if err := r.Error(); err != nil {
+		return c.kind.New(), err
+	}
 	body, err := r.Raw()
 	if err != nil {
 		return c.kind.New(), err

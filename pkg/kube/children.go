@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 
+	"github.com/example-inc/memcached-operator/pkg/memcached"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -98,9 +100,34 @@ func (c *children) get(namespace, name string) (Object, error) {
 
 // read reads the object from the API server.
 func (c *children) read(namespace, name string) (Object, error) {
-	o := c.kind.New()
-	err := c.client.Get().Namespace(namespace).Resource(c.kind.Resource.Resource).Name(name).Do().Into(o)
-	return o, err
+	return c.decode(c.client.Get().Namespace(namespace).Resource(c.kind.Resource.Resource).Name(name).Do())
+}
+
+// decode returns the object of r: decoded in the client's encoding or, for
+// a kind with Observe, from its JSON content (see Kind.fromLive).
+func (c *children) decode(r rest.Result) (Object, error) {
+	if c.kind.Observe == nil {
+		o := c.kind.New()
+		return o, r.Into(o)
+	}
+	// Raw returns the error without the API server's Status, which Error
+	// decodes.
+	if err := r.Error(); err != nil {
+		return c.kind.New(), err
+	}
+	body, err := r.Raw()
+	if err != nil {
+		return c.kind.New(), err
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(body); err != nil {
+		return c.kind.New(), fmt.Errorf("failed to decode %s: %v", c.kind, err)
+	}
+	o, err := c.kind.fromLive(u.Object)
+	if err != nil {
+		return c.kind.New(), err
+	}
+	return o, nil
 }
 
 // create sends manifest as JSON, which keeps fields client-go 1.11's types
@@ -115,13 +142,18 @@ func (c *children) read(namespace, name string) (Object, error) {
 // forget; a NotFound says that its API went since discovery said it was
 // served, so the next served asks discovery again.
 func (c *children) create(manifest *unstructured.Unstructured) (Object, error) {
-	o := c.kind.New()
+	return c.remember(manifest, c.post)
+}
+
+// remember sends manifest with send, as create and applyNew do, and
+// remembers the object send returns until the cache shows it (see create).
+func (c *children) remember(manifest *unstructured.Unstructured, send func(namespace, name string, body []byte) (Object, error)) (Object, error) {
 	body, err := manifest.MarshalJSON()
 	if err != nil {
-		return o, fmt.Errorf("failed to encode %s %s/%s: %v", c.kind, manifest.GetNamespace(), manifest.GetName(), err)
+		return c.kind.New(), fmt.Errorf("failed to encode %s %s/%s: %v", c.kind, manifest.GetNamespace(), manifest.GetName(), err)
 	}
 	if c.informer == nil {
-		err = c.post(manifest.GetNamespace(), body, o)
+		o, err := send(manifest.GetNamespace(), manifest.GetName(), body)
 		if apierrors.IsNotFound(err) {
 			c.served.expire()
 		}
@@ -131,7 +163,7 @@ func (c *children) create(manifest *unstructured.Unstructured) (Object, error) {
 	c.mu.Lock()
 	c.creating[key] = true
 	c.mu.Unlock()
-	err = c.post(manifest.GetNamespace(), body, o)
+	o, err := send(manifest.GetNamespace(), manifest.GetName(), body)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	unseen := c.creating[key]
@@ -150,11 +182,106 @@ func (c *children) create(manifest *unstructured.Unstructured) (Object, error) {
 	return o, nil
 }
 
-// post creates the object of the JSON body in namespace and decodes the
-// object the API server stored into o.
-func (c *children) post(namespace string, body []byte, o Object) error {
-	return c.client.Post().Namespace(namespace).Resource(c.kind.Resource.Resource).
-		SetHeader("Content-Type", runtime.ContentTypeJSON).Body(body).Do().Into(o)
+// post creates the object of the JSON body in namespace and returns the
+// object the API server stored.
+func (c *children) post(namespace, _ string, body []byte) (Object, error) {
+	return c.decode(c.client.Post().Namespace(namespace).Resource(c.kind.Resource.Resource).
+		SetHeader("Content-Type", runtime.ContentTypeJSON).Body(body).Do())
+}
+
+// applyPatchType is the content type of a server-side apply; client-go
+// 1.11 predates it.
+const applyPatchType types.PatchType = "application/apply-patch+yaml"
+
+// applyNew creates the object of manifest by a server-side apply as
+// memcached.FieldManager, so that the API server records the fields the
+// operator set (see memcached.OwnedDigest), and remembers it as create does.
+// An apply also changes an object that exists, so applyNew never forces:
+// an object of that name that someone else made has its fields owned by
+// its makers, and the API server refuses to change them (a conflict), or
+// refuses a second controller reference (invalid); applyNew then returns
+// an error that IsAlreadyExists reports, as a create's would, and so it
+// does when the apply changed an object that existed, one whose fields
+// the operator owns (the API server answers 200, not 201): the caller
+// reads it, as after a create that found its object.
+func (c *children) applyNew(manifest *unstructured.Unstructured) (Object, error) {
+	return c.remember(manifest, func(namespace, name string, body []byte) (Object, error) {
+		var code int
+		o, err := c.decode(c.client.Patch(applyPatchType).Namespace(namespace).Resource(c.kind.Resource.Resource).Name(name).
+			Param("fieldManager", memcached.FieldManager).Body(body).Do().StatusCode(&code))
+		exists := apierrors.NewAlreadyExists(c.kind.Resource.GroupResource(), name)
+		switch {
+		case err == nil && code != http.StatusCreated:
+			return o, exists
+		case apierrors.IsConflict(err) || apierrors.IsInvalid(err):
+			if _, rerr := c.read(namespace, name); rerr == nil {
+				return o, exists
+			}
+		}
+		return o, err
+	})
+}
+
+// apply sets what manifest holds on the object of its name while its UID is
+// uid, by a server-side apply as memcached.FieldManager that forces, taking
+// back the fields that others changed. The UID in the apply is a
+// precondition: the API server refuses the apply when the object of that
+// name is another one or is gone, and the error then wraps ErrReplaced, as
+// patch's does.
+func (c *children) apply(manifest *unstructured.Unstructured, uid types.UID) error {
+	manifest = manifest.DeepCopy()
+	manifest.SetUID(uid)
+	body, err := manifest.MarshalJSON()
+	if err != nil {
+		return fmt.Errorf("failed to encode %s %s/%s: %v", c.kind, manifest.GetNamespace(), manifest.GetName(), err)
+	}
+	namespace, name := manifest.GetNamespace(), manifest.GetName()
+	err = c.client.Patch(applyPatchType).Namespace(namespace).Resource(c.kind.Resource.Resource).Name(name).
+		Param("fieldManager", memcached.FieldManager).Param("force", "true").Body(body).Do().Error()
+	// A UID that is not the object's is invalid (a UID is immutable); one
+	// of an object that is gone, a conflict.
+	if !apierrors.IsInvalid(err) && !apierrors.IsConflict(err) {
+		return err
+	}
+	current, rerr := c.read(namespace, name)
+	if apierrors.IsNotFound(rerr) || (rerr == nil && current.GetUID() != uid) {
+		return fmt.Errorf("%s %s/%s with UID %s was %w", c.kind, namespace, name, uid, ErrReplaced)
+	}
+	return err
+}
+
+// convertUpdates makes the fields that the operator set on the object by
+// creates and patches its apply's (see memcached.ConvertUpdates), while the
+// object's UID is uid and it does not change meanwhile: it reads the
+// object's managedFields, which no cache keeps, and patches them, testing
+// its UID and resourceVersion first. Nothing is patched when there is
+// nothing to convert.
+func (c *children) convertUpdates(namespace, name string, uid types.UID) error {
+	body, err := c.client.Get().Namespace(namespace).Resource(c.kind.Resource.Resource).Name(name).Do().Raw()
+	if err != nil {
+		return err
+	}
+	live := &unstructured.Unstructured{}
+	if err := live.UnmarshalJSON(body); err != nil {
+		return fmt.Errorf("failed to decode %s %s/%s: %v", c.kind, namespace, name, err)
+	}
+	if live.GetUID() != uid {
+		return fmt.Errorf("%s %s/%s with UID %s was %w", c.kind, namespace, name, uid, ErrReplaced)
+	}
+	entries, _, _ := unstructured.NestedSlice(live.Object, "metadata", "managedFields")
+	converted, changed := memcached.ConvertUpdates(entries)
+	if !changed {
+		return nil
+	}
+	patch, err := json.Marshal([]map[string]interface{}{
+		{"op": "test", "path": "/metadata/uid", "value": uid},
+		{"op": "test", "path": "/metadata/resourceVersion", "value": live.GetResourceVersion()},
+		{"op": "replace", "path": "/metadata/managedFields", "value": converted},
+	})
+	if err != nil {
+		return err
+	}
+	return c.patch(namespace, name, uid, patch)
 }
 
 // ErrReplaced reports that a patch was refused because the object of its

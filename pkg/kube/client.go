@@ -91,7 +91,14 @@ func NewCachedClient(clients Clients, namespace string, kinds ...*Kind) (*Cached
 		}
 		var list func(metav1.ListOptions) (runtime.Object, error)
 		var watchFn func(metav1.ListOptions) (watch.Interface, error)
-		if !k.Optional {
+		switch {
+		case k.Optional:
+		case k.Observe != nil:
+			list, watchFn, err = observedListWatch(clients.cacheConfig, k, namespace)
+			if err != nil {
+				return nil, err
+			}
+		default:
 			lister, codec, err := kindREST(clients.cacheConfig, k, s)
 			if err != nil {
 				return nil, err
@@ -184,16 +191,20 @@ func SpecChanged(old, obj interface{}) bool {
 }
 
 // deploymentChanged reports whether an update of a cached Deployment changed
-// what the reconcile reads: what SpecChanged compares, or the conditions
-// that trimDeployment keeps, such as a ReplicaFailure that the ReplicaSet
-// controller sets when a quota refuses the pods, or clears.
+// what the reconcile reads: what SpecChanged compares, the digest of what
+// the operator applied (an edit of labels changes it with no new
+// generation), or the conditions that trimDeployment keeps, such as a
+// ReplicaFailure that the ReplicaSet controller sets when a quota refuses
+// the pods, or clears.
 func deploymentChanged(old, obj interface{}) bool {
 	o, ok1 := old.(*appsv1.Deployment)
 	n, ok2 := obj.(*appsv1.Deployment)
 	if !ok1 || !ok2 {
 		return true
 	}
-	return SpecChanged(o, n) || !equality.Semantic.DeepEqual(o.Status.Conditions, n.Status.Conditions)
+	return SpecChanged(o, n) ||
+		o.Annotations[memcached.ObservedDigestAnnotation] != n.Annotations[memcached.ObservedDigestAnnotation] ||
+		!equality.Semantic.DeepEqual(o.Status.Conditions, n.Status.Conditions)
 }
 
 // enqueueOwner passes the owner of a cached child, or of the last known
@@ -318,6 +329,41 @@ func (c *CachedClient) Patch(k *Kind, namespace, name string, uid types.UID, pat
 		return err
 	}
 	return ch.patch(namespace, name, uid, patch)
+}
+
+// ApplyNew creates the object of k that manifest holds by a server-side
+// apply that never changes another owner's object, failing as Create does
+// when an object of its name exists (see children.applyNew), and returns it
+// as the API server stored it, trimmed as the cache's are.
+func (c *CachedClient) ApplyNew(k *Kind, manifest *unstructured.Unstructured) (Object, error) {
+	ch, err := c.children(k)
+	if err != nil {
+		return nil, err
+	}
+	return ch.applyNew(manifest)
+}
+
+// Apply sets what manifest holds on the object of k of its name while its
+// UID is uid, by a server-side apply (see children.apply).
+func (c *CachedClient) Apply(k *Kind, manifest *unstructured.Unstructured, uid types.UID) error {
+	ch, err := c.children(k)
+	if err != nil {
+		return err
+	}
+	return ch.apply(manifest, uid)
+}
+
+// ConvertUpdates makes the fields that the operator set on the object of k
+// by creates and patches, as versions before server-side apply did, its
+// apply's, so that its next Apply removes those it no longer sets (see
+// memcached.ConvertUpdates); it does nothing to an object the operator
+// applied. It costs a read, and a patch when there is something to convert.
+func (c *CachedClient) ConvertUpdates(k *Kind, namespace, name string, uid types.UID) error {
+	ch, err := c.children(k)
+	if err != nil {
+		return err
+	}
+	return ch.convertUpdates(namespace, name, uid)
 }
 
 // Delete deletes the object of k while its UID is uid.

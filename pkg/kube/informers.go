@@ -91,7 +91,7 @@ func trimmedListWatch(selector string, list func(metav1.ListOptions) (runtime.Ob
 func trimPod(p *corev1.Pod) {
 	p.GenerateName = ""
 	p.OwnerReferences = nil
-	p.Annotations = onlyTemplateHash(p.Annotations)
+	p.Annotations = onlyAnnotation(p.Annotations, memcached.TemplateHashAnnotation)
 	p.Spec = corev1.PodSpec{}
 	var conditions []corev1.PodCondition
 	for _, c := range p.Status.Conditions {
@@ -137,13 +137,15 @@ func trimTerminated(t *corev1.ContainerStateTerminated) *corev1.ContainerStateTe
 }
 
 // trimDeployment keeps what the reconcile reads: the Deployment's name,
-// labels, owner references, deletion, spec.replicas,
+// labels, owner references, deletion, the digest of what the operator
+// applied that observeDeployment records (memcached.ObservedDigestAnnotation,
+// which stands for the fields the operator set), spec.replicas,
 // spec.progressDeadlineSeconds, the hash of its pod template, which stands
 // for the template (see memcached.TemplateHashAnnotation), the template's
 // record of the roll that set it (see memcached.RollAnnotations), and the
 // conditions that say its rollout is stuck (see deploymentStuckConditions).
 func trimDeployment(d *appsv1.Deployment) {
-	d.Annotations = nil
+	d.Annotations = onlyAnnotation(d.Annotations, memcached.ObservedDigestAnnotation)
 	d.Spec.Template = corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Annotations: memcached.RollAnnotations(d.Spec.Template.Annotations)},
 	}
@@ -168,12 +170,12 @@ func deploymentStuckConditions(conditions []appsv1.DeploymentCondition) []appsv1
 	return out
 }
 
-// onlyTemplateHash returns annotations with memcached.TemplateHashAnnotation
-// alone, or nil without it.
-func onlyTemplateHash(annotations map[string]string) map[string]string {
-	h, ok := annotations[memcached.TemplateHashAnnotation]
+// onlyAnnotation returns annotations with the annotation key alone, or nil
+// without it.
+func onlyAnnotation(annotations map[string]string, key string) map[string]string {
+	v, ok := annotations[key]
 	if !ok {
 		return nil
 	}
-	return map[string]string{memcached.TemplateHashAnnotation: h}
+	return map[string]string{key: v}
 }

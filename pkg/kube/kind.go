@@ -5,11 +5,14 @@ import (
 
 	"github.com/example-inc/memcached-operator/pkg/memcached"
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 )
@@ -47,6 +50,13 @@ type Kind struct {
 	// its Memcached reconciled (see OnChildChange); without it every one
 	// does.
 	Changed func(old, obj interface{}) bool
+	// Observe, if set, receives each object of the kind as the API server
+	// sends it, as JSON content, with the typed object decoded from it,
+	// before Trim: it keeps in the typed object what its Go type cannot
+	// hold, such as the Deployment's managed fields (see
+	// memcached.OwnedDigest). The kind's objects then travel as JSON, and
+	// its cache lists and watches them through client-go's dynamic client.
+	Observe func(live map[string]interface{}, obj Object) error
 	// Optional marks an API that may come and go, such as a
 	// CustomResourceDefinition's: no cache watches it, Get reads the API
 	// server, and Served says, as discovery saw it at most an interval ago
@@ -80,6 +90,49 @@ var DeploymentKind = &Kind{
 	NewList:  func() runtime.Object { return &appsv1.DeploymentList{} },
 	Trim:     TrimOf(trimDeployment),
 	Changed:  deploymentChanged,
+	Observe:  observeDeployment,
+}
+
+// observeDeployment keeps memcached.OwnedDigest of live in obj's
+// memcached.ObservedDigestAnnotation, which trimDeployment keeps, so that the
+// reconcile can tell whether someone changed what the operator applied
+// without the cache holding pod templates.
+func observeDeployment(live map[string]interface{}, obj Object) error {
+	digest, err := memcached.OwnedDigest(live)
+	if err != nil {
+		return fmt.Errorf("failed to digest deployment %s/%s: %v", obj.GetNamespace(), obj.GetName(), err)
+	}
+	annotations := obj.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[memcached.ObservedDigestAnnotation] = digest
+	obj.SetAnnotations(annotations)
+	return nil
+}
+
+// fromLive returns content, an object of k as the API server sent it, as
+// k's typed object, with what k.Observe keeps of content.
+func (k *Kind) fromLive(content map[string]interface{}) (Object, error) {
+	o := k.New()
+	if u, ok := o.(*unstructured.Unstructured); ok {
+		u.Object = content
+	} else if err := runtime.DefaultUnstructuredConverter.FromUnstructured(content, o); err != nil {
+		return nil, fmt.Errorf("failed to decode %s: %v", k, err)
+	}
+	if k.Observe != nil {
+		if err := k.Observe(content, o); err != nil {
+			return nil, err
+		}
+	}
+	return o, nil
+}
+
+// speaksJSON reports whether k's objects travel as JSON: those of a group
+// version that client-go's scheme does not know, and those that Observe
+// reads as the API server sent them.
+func (k *Kind) speaksJSON() bool {
+	return k.Observe != nil || !builtin(k.Resource.GroupVersion())
 }
 
 // builtin reports whether client-go 1.11's scheme knows gv, whose objects
@@ -97,7 +150,7 @@ func jsonScheme(kinds []*Kind) *runtime.Scheme {
 	seen := map[schema.GroupVersion]bool{}
 	for _, k := range kinds {
 		gv := k.Resource.GroupVersion()
-		if builtin(gv) {
+		if !k.speaksJSON() {
 			continue
 		}
 		if _, ok := k.New().(*unstructured.Unstructured); !ok && k.NewList != nil {
@@ -114,7 +167,8 @@ func jsonScheme(kinds []*Kind) *runtime.Scheme {
 // kindREST returns the REST client for k's group version from cfg, which
 // speaks protobuf for built-in group versions (see NewClients), and the
 // codec of its list options: protobuf and client-go's scheme where
-// builtin, as client-go's typed clients have them, JSON and s elsewhere.
+// builtin, as client-go's typed clients have them, JSON and s where k
+// speaks JSON (see speaksJSON).
 func kindREST(cfg *rest.Config, k *Kind, s *runtime.Scheme) (rest.Interface, runtime.ParameterCodec, error) {
 	gv := k.Resource.GroupVersion()
 	cfg = rest.CopyConfig(cfg)
@@ -127,12 +181,14 @@ func kindREST(cfg *rest.Config, k *Kind, s *runtime.Scheme) (rest.Interface, run
 		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
 	}
 	codec := scheme.ParameterCodec
-	if builtin(gv) {
+	if !k.speaksJSON() {
 		cfg.NegotiatedSerializer = serializer.DirectCodecFactory{CodecFactory: scheme.Codecs}
 	} else {
-		// Only the clientset's group versions share its rate limiter; a
-		// JSON client has one of its own.
-		cfg.RateLimiter = nil
+		if !builtin(gv) {
+			// Only the clientset's group versions share its rate
+			// limiter; a client of another API has one of its own.
+			cfg.RateLimiter = nil
+		}
 		cfg.ContentType = runtime.ContentTypeJSON
 		cfg.AcceptContentTypes = runtime.ContentTypeJSON
 		cfg.NegotiatedSerializer = serializer.DirectCodecFactory{CodecFactory: serializer.NewCodecFactory(s)}
@@ -143,4 +199,61 @@ func kindREST(cfg *rest.Config, k *Kind, s *runtime.Scheme) (rest.Interface, run
 		return nil, nil, fmt.Errorf("failed to create the %s client: %v", k, err)
 	}
 	return client, codec, nil
+}
+
+// observedListWatch returns the list and watch functions of the cache of
+// k, a kind with Observe, in namespace: through client-go's dynamic client,
+// which decodes the objects as the API server sent them, each then passed
+// through Kind.fromLive.
+func observedListWatch(cfg *rest.Config, k *Kind, namespace string) (func(metav1.ListOptions) (runtime.Object, error), func(metav1.ListOptions) (watch.Interface, error), error) {
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("failed to create the %s client: %v", k, err)
+	}
+	objects := dyn.Resource(k.Resource).Namespace(namespace)
+	list := func(o metav1.ListOptions) (runtime.Object, error) {
+		ul, err := objects.List(o)
+		if err != nil {
+			return nil, err
+		}
+		items := make([]runtime.Object, 0, len(ul.Items))
+		for i := range ul.Items {
+			obj, err := k.fromLive(ul.Items[i].Object)
+			if err != nil {
+				return nil, err
+			}
+			items = append(items, obj)
+		}
+		l := k.NewList()
+		if err := meta.SetList(l, items); err != nil {
+			return nil, err
+		}
+		accessor, err := meta.ListAccessor(l)
+		if err != nil {
+			return nil, err
+		}
+		accessor.SetResourceVersion(ul.GetResourceVersion())
+		accessor.SetContinue(ul.GetContinue())
+		return l, nil
+	}
+	watchFn := func(o metav1.ListOptions) (watch.Interface, error) {
+		w, err := objects.Watch(o)
+		if err != nil {
+			return nil, err
+		}
+		return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+			u, ok := e.Object.(*unstructured.Unstructured)
+			if !ok || e.Type == watch.Error {
+				return e, true
+			}
+			obj, err := k.fromLive(u.Object)
+			if err != nil {
+				// The reflector relists on an error event.
+				return watch.Event{Type: watch.Error, Object: &metav1.Status{Status: metav1.StatusFailure, Message: err.Error()}}, true
+			}
+			e.Object = obj
+			return e, true
+		}), nil
+	}
+	return list, watchFn, nil
 }

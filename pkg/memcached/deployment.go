@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -286,25 +285,6 @@ func TemplateOf(d *appsv1.Deployment) string {
 func ManifestTemplateHash(manifest *unstructured.Unstructured) string {
 	hash, _, _ := unstructured.NestedString(manifest.Object, "spec", "template", "metadata", "annotations", TemplateHashAnnotation)
 	return hash
-}
-
-// TemplatePatch is a JSON patch that sets the pod template and the strategy
-// of the Deployment with UID uid to those of manifest, whole: fields the
-// desired template leaves out, such as a nodeSelector removed from the
-// spec, go too.
-func TemplatePatch(uid types.UID, manifest *unstructured.Unstructured) ([]byte, error) {
-	template, _, err := unstructured.NestedMap(manifest.Object, "spec", "template")
-	if err != nil {
-		return nil, err
-	}
-	strategy, _, err := unstructured.NestedMap(manifest.Object, "spec", "strategy")
-	if err != nil {
-		return nil, err
-	}
-	return JSONPatchSet(uid, map[string]interface{}{
-		"/spec/template": template,
-		"/spec/strategy": strategy,
-	})
 }
 
 // memcachedResources returns the container's resources: m's own, or the

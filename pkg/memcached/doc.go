@@ -19,8 +19,10 @@
 // Ready pods never drop below spec.size. Whether its template is current is
 // decided by a hash of the desired template (TemplateHashAnnotation, on every
 // pod too), not by comparing templates, so that the caches need not hold pod
-// templates and pods of an older template are told apart; an edit of the
-// template by hand stays until the spec changes. progressDeadlineSeconds is
+// templates and pods of an older template are told apart. Whether someone
+// changed what the operator set is decided by the API server's own record of
+// the fields the operator's server-side apply owns (OwnedDigest, owned.go),
+// compared with the desired Deployment's (DesiredDigest). progressDeadlineSeconds is
 // 300: the Deployment controller restarts that clock with every pod that
 // becomes available, so it bounds one pod's start; Deployments of earlier
 // versions get it by a patch of that field alone, which rolls nothing

@@ -50,3 +50,5 @@ const (
 	TerminationGracePeriod   = terminationGracePeriod
 	ThreadsPattern           = threadsPattern
 )
+
+var Project = project

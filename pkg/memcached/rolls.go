@@ -71,6 +71,25 @@ func WithPacedRoll(manifest *unstructured.Unstructured) (*unstructured.Unstructu
 	return u, err
 }
 
+// WithRecordOf returns a copy of manifest whose pod template has the record
+// annotations (SpecHashAnnotation, PacedRollAnnotation) of annotations, a
+// live template's, and no others.
+func WithRecordOf(manifest *unstructured.Unstructured, annotations map[string]string) (*unstructured.Unstructured, error) {
+	u := manifest.DeepCopy()
+	for _, a := range recordAnnotations {
+		path := []string{"spec", "template", "metadata", "annotations", a}
+		v, ok := annotations[a]
+		if !ok {
+			unstructured.RemoveNestedField(u.Object, path...)
+			continue
+		}
+		if err := unstructured.SetNestedField(u.Object, v, path...); err != nil {
+			return nil, err
+		}
+	}
+	return u, nil
+}
+
 // RecordSpec sets SpecHashAnnotation for m on manifest's pod template.
 func RecordSpec(manifest *unstructured.Unstructured, m *v1alpha1.Memcached) error {
 	hash, err := SpecHash(m)

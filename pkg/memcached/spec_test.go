@@ -1,7 +1,6 @@
 package memcached_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"reflect"
@@ -324,31 +323,6 @@ func TestDeploymentManifestAddsModernPodFields(t *testing.T) {
 	sleep, _, _ := unstructured.NestedInt64(containers[0].(map[string]interface{}), "lifecycle", "preStop", "sleep", "seconds")
 	if sleep != memcached.PreStopSleepSeconds {
 		t.Errorf("preStop sleep: got %d, want %d", sleep, memcached.PreStopSleepSeconds)
-	}
-}
-
-func TestTemplatePatchSetsTemplateAndStrategyWhole(t *testing.T) {
-	m := memcachedtest.NewMemcached("example", 2)
-	u, err := memcached.DeploymentManifest(memcached.NewDeployment(m, memcachedtest.Image, memcachedtest.SidecarImage))
-	if err != nil {
-		t.Fatal(err)
-	}
-	patch, err := memcached.TemplatePatch("uid-1", u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ops []map[string]interface{}
-	if err := json.Unmarshal(patch, &ops); err != nil {
-		t.Fatal(err)
-	}
-	if len(ops) != 3 || ops[0]["op"] != "test" || ops[0]["path"] != "/metadata/uid" || ops[0]["value"] != "uid-1" ||
-		ops[1]["op"] != "add" || ops[1]["path"] != "/spec/strategy" || ops[2]["op"] != "add" || ops[2]["path"] != "/spec/template" {
-		t.Fatalf("patch: got %s, want a test of the UID, then adds of /spec/strategy and /spec/template", patch)
-	}
-	template := ops[2]["value"].(map[string]interface{})
-	hash, _, _ := unstructured.NestedString(template, "metadata", "annotations", memcached.TemplateHashAnnotation)
-	if hash != memcachedtest.ManifestHash(t, m, memcachedtest.Image) {
-		t.Errorf("patched template hash: got %q, want the manifest's", hash)
 	}
 }
 

@@ -32,6 +32,11 @@ const (
 	// ReasonRollingUpdate is the reason of a Progressing condition that is
 	// True while pods of an older pod template are being replaced.
 	ReasonRollingUpdate = "RollingUpdate"
+	// ReasonRestoring is the reason of a Progressing condition that is True
+	// because the operator has just put back what someone changed of the
+	// Deployment it set; the pods that the change replaced are then rolled
+	// back, one at a time.
+	ReasonRestoring = "Restoring"
 	// ReasonScaling is the reason of a Progressing condition that is True
 	// while the number of pods differs from spec.size.
 	ReasonScaling = "Scaling"
@@ -72,6 +77,10 @@ type Observation struct {
 	// RollPending, when set, says why the Deployment waits for a roll slot
 	// (see pkg/stub's rolls.go); TemplateHash is then the Deployment's own.
 	RollPending string
+	// Restoring, when set, says what the reconcile put back of the
+	// Deployment, which someone had changed (see pkg/stub's
+	// restoreDeployment).
+	Restoring string
 	// Behind says that the operator has not acted on m's generation: it
 	// refused the spec, or could not set the Deployment to the spec's size
 	// and pod template. status.observedGeneration then stays below m's
@@ -322,6 +331,9 @@ func availableCondition(m *v1alpha1.Memcached, pods []*corev1.Pod) v1alpha1.Memc
 func progressingCondition(m *v1alpha1.Memcached, o Observation) v1alpha1.MemcachedCondition {
 	if o.RollPending != "" {
 		return newCondition(v1alpha1.MemcachedProgressing, corev1.ConditionTrue, ReasonRollPending, o.RollPending)
+	}
+	if o.Restoring != "" {
+		return newCondition(v1alpha1.MemcachedProgressing, corev1.ConditionTrue, ReasonRestoring, o.Restoring)
 	}
 	t, _ := target(m, o)
 	r := rolloutOf(t, o)

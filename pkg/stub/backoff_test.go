@@ -27,9 +27,9 @@ type flakyWebhookClient struct {
 	written *v1alpha1.Memcached
 }
 
-func (c *flakyWebhookClient) Create(k *kube.Kind, manifest *unstructured.Unstructured) (kube.Object, error) {
+func (c *flakyWebhookClient) ApplyNew(k *kube.Kind, manifest *unstructured.Unstructured) (kube.Object, error) {
 	if k != kube.DeploymentKind {
-		return c.fakeClient.Create(k, manifest)
+		return c.fakeClient.ApplyNew(k, manifest)
 	}
 	c.calls++
 	return nil, apierrors.NewInternalError(fmt.Errorf(`failed calling webhook "deployments.policy.example.com": `+

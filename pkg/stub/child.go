@@ -38,8 +38,8 @@ func Kinds() []*kube.Kind {
 
 // ownedChild is a child of type T, named after its Memcached and controlled
 // by it, that the operator creates from a pure builder and restores,
-// field by field, when someone changed what it sets. Its fields are all
-// that tell one such child from another.
+// field by field, when someone changed what it sets, its labels included.
+// Its fields are all that tell one such child from another.
 type ownedChild[T kube.Object] struct {
 	// childKind names the child in messages and the reasons of its failures.
 	childKind
@@ -138,23 +138,60 @@ func (c *ownedChild[T]) ensure(h *Handler, m *v1alpha1.Memcached) *failure {
 			return nil
 		}
 	}
-	if c.holds(got, want) {
+	holds := c.holds(got, want)
+	labels := restoredLabels(got, want)
+	if holds && labels == nil {
 		return nil
 	}
-	if c.beforeRestore != nil {
-		if f := c.beforeRestore(h, m, got); f != nil {
-			return f
+	values := map[string]interface{}{}
+	if !holds {
+		if c.beforeRestore != nil {
+			if f := c.beforeRestore(h, m, got); f != nil {
+				return f
+			}
 		}
+		values = c.restore(got, want)
 	}
-	patch, err := memcached.JSONPatchSet(got.GetUID(), c.restore(got, want))
+	if labels != nil {
+		values["/metadata/labels"] = labels
+	}
+	patch, err := memcached.JSONPatchSet(got.GetUID(), values)
 	if err == nil {
 		err = h.client.Patch(c.api, got.GetNamespace(), got.GetName(), got.GetUID(), patch)
 	}
 	if err != nil {
 		return newFailure(c.updateFailed, c.restoreFailed, got.GetNamespace(), got.GetName(), err)
 	}
-	c.restored.record(h, m, got.GetName())
+	if !holds {
+		c.restored.record(h, m, got.GetName())
+	}
+	if labels != nil && c.restored.reason != "" {
+		h.recorder.Eventf(m, corev1.EventTypeNormal, c.restored.reason, "Restored the labels of %s %s", c.kind, got.GetName())
+	}
 	return nil
+}
+
+// restoredLabels returns got's labels with want's put back, when someone
+// removed or changed one of those the operator sets, or nil. Labels that
+// others added stay. Without its app label a child drops out of the
+// operator's cache, which selects on it, and each reconcile then finds it
+// through the create that fails; this puts it back.
+func restoredLabels(got, want metav1.Object) map[string]string {
+	have := got.GetLabels()
+	var out map[string]string
+	for k, v := range want.GetLabels() {
+		if have[k] == v {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]string, len(have)+len(want.GetLabels()))
+			for hk, hv := range have {
+				out[hk] = hv
+			}
+		}
+		out[k] = v
+	}
+	return out
 }
 
 // remove deletes m's own child, if it has one and its API is served. A

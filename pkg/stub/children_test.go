@@ -30,7 +30,7 @@ func TestRollsThePodTemplateWhenTheSpecChanges(t *testing.T) {
 
 	checkActions(t, f.client.actions, []string{
 		"get deployment test/example",
-		"patch deployment test/example",
+		"apply deployment test/example",
 		"get service test/example",
 		"get poddisruptionbudget test/example",
 		"list pods test app=memcached,memcached_cr=example",
@@ -325,7 +325,7 @@ func TestNeverPatchesAReplacedChild(t *testing.T) {
 			name:      "pod template",
 			change:    func(m *v1alpha1.Memcached, _ []runtime.Object) { m.Spec.Image = "registry.local/memcached:1.6.99" },
 			cached:    "deployment test/example",
-			wantPatch: "patch deployment test/example",
+			wantPatch: "apply deployment test/example",
 		},
 		{
 			name:      "service",

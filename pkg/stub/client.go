@@ -23,6 +23,11 @@ import (
 // kube.ErrReplaced when the object of that name has another UID or is gone;
 // Delete deletes the object only while it still has the given UID. The
 // objects are of the kind's type, which the steps get through typed.
+//
+// The Deployment is written by server-side apply instead (ApplyNew, Apply),
+// so that the API server keeps the record of the fields the operator set
+// from which a Get's Deployment carries memcached.ObservedDigestAnnotation
+// (see memcached.OwnedDigest).
 type Client interface {
 	// UpdateMemcachedStatus writes m.Status through the status subresource
 	// and returns the Memcached as the API server stored it.
@@ -35,6 +40,18 @@ type Client interface {
 	Read(k *kube.Kind, namespace, name string) (kube.Object, error)
 	Create(k *kube.Kind, manifest *unstructured.Unstructured) (kube.Object, error)
 	Patch(k *kube.Kind, namespace, name string, uid types.UID, patch []byte) error
+	// ApplyNew creates the object of manifest as Create does, by a
+	// server-side apply, and fails as Create does when one of its name
+	// exists already.
+	ApplyNew(k *kube.Kind, manifest *unstructured.Unstructured) (kube.Object, error)
+	// Apply sets what manifest holds, and takes back the fields others
+	// changed, on the object of its name while its UID is uid, failing as
+	// Patch does otherwise.
+	Apply(k *kube.Kind, manifest *unstructured.Unstructured, uid types.UID) error
+	// ConvertUpdates makes what an operator version without server-side
+	// apply set on the object its apply's, while its UID is uid (see
+	// kube.CachedClient.ConvertUpdates).
+	ConvertUpdates(k *kube.Kind, namespace, name string, uid types.UID) error
 	Delete(k *kube.Kind, namespace, name string, uid types.UID) error
 	// Served reports whether the API server serves k's API: always for a
 	// kind that is not Optional, else as discovery said at most

@@ -26,8 +26,8 @@ func TestPhantomChildIsCreatedAnew(t *testing.T) {
 		switch {
 		case r.Method == "POST" && strings.HasSuffix(r.Path, "/deployments") && strings.Contains(r.Body, string(earlier.UID)):
 			return phantom
-		case r.Method == "POST" && strings.HasSuffix(r.Path, "/deployments"):
-			return memcachedtest.OwnedDeployment(m, 1)
+		case r.Method == "PATCH" && strings.HasSuffix(r.Path, "/deployments/example") && r.ContentType == "application/apply-patch+yaml":
+			return kubetest.Created{Object: memcachedtest.OwnedDeployment(m, 1)}
 		case r.Method == "POST" && strings.HasSuffix(r.Path, "/services"):
 			return memcachedtest.OwnedService(m)
 		}
@@ -62,7 +62,7 @@ func TestPhantomChildIsCreatedAnew(t *testing.T) {
 	}
 	checkActions(t, got, []string{
 		"GET /apis/apps/v1/namespaces/test/deployments/example",
-		"POST /apis/apps/v1/namespaces/test/deployments",
+		"PATCH /apis/apps/v1/namespaces/test/deployments/example",
 		"POST /api/v1/namespaces/test/services",
 	})
 	if d, err := c.Get(kube.DeploymentKind, "test", "example"); err != nil || !metav1.IsControlledBy(d, m) {

@@ -19,12 +19,19 @@ type desiredDeployment struct {
 	image        string
 	sidecarImage string
 	hash         string
-	manifest     *unstructured.Unstructured
+	// digest is memcached.DesiredDigest of the manifest: what the
+	// Deployment's memcached.ObservedDigestAnnotation says while nobody
+	// changed what the operator applied.
+	digest   string
+	manifest *unstructured.Unstructured
 	// pendingHash and pending are set while the Deployment keeps its
 	// template, pendingHash, because the roll to hash waits for a slot
 	// (see rolls.go); pending says why.
 	pendingHash string
 	pending     string
+	// restoring is set when the reconcile put back what someone changed
+	// of the Deployment; it says what, for the Progressing condition.
+	restoring string
 }
 
 // statusHash returns the template hash the status counts pods of an older
@@ -48,19 +55,28 @@ func (d *desiredDeployment) rollPending() string {
 	return d.pending
 }
 
-// desired returns m's desired Deployment, with its template hash from
-// h.templates when m's generation has not changed since it was computed.
+// restoringMessage returns what the reconcile put back of d, or "".
+func (d *desiredDeployment) restoringMessage() string {
+	if d == nil {
+		return ""
+	}
+	return d.restoring
+}
+
+// desired returns m's desired Deployment, with its template hash and
+// digest from h.templates when m's generation has not changed since they
+// were computed.
 func (h *Handler) desired(m *v1alpha1.Memcached) (*desiredDeployment, error) {
 	d := &desiredDeployment{m: m, image: h.image, sidecarImage: h.sidecarImage}
 	key := m.Namespace + "/" + m.Name
-	if hash, ok := h.templates.get(key, m.UID, m.Generation); ok {
-		d.hash = hash
+	if e, ok := h.templates.get(key, m.UID, m.Generation); ok {
+		d.hash, d.digest = e.hash, e.digest
 		return d, nil
 	}
 	if _, err := d.build(); err != nil {
 		return nil, err
 	}
-	h.templates.put(key, m.UID, m.Generation, d.hash)
+	h.templates.put(key, templateHashEntry{uid: m.UID, generation: m.Generation, hash: d.hash, digest: d.digest})
 	return d, nil
 }
 
@@ -76,12 +92,16 @@ func (d *desiredDeployment) build() (*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.manifest, d.hash = manifest, memcached.ManifestTemplateHash(manifest)
+	digest, err := memcached.DesiredDigest(manifest.Object)
+	if err != nil {
+		return nil, err
+	}
+	d.manifest, d.hash, d.digest = manifest, memcached.ManifestTemplateHash(manifest), digest
 	return manifest, nil
 }
 
-// templateHashes remembers the template hash of each Memcached, by
-// namespace/name, for the UID and generation it was computed from: the
+// templateHashes remembers the template hash and digest of each Memcached,
+// by namespace/name, for the UID and generation they were computed from: the
 // pod template depends only on the spec, which moves the generation, and
 // on the handler's images, which never change. Safe for concurrent use.
 type templateHashes struct {
@@ -90,29 +110,29 @@ type templateHashes struct {
 }
 
 type templateHashEntry struct {
-	uid        types.UID
-	generation int64
-	hash       string
+	uid          types.UID
+	generation   int64
+	hash, digest string
 }
 
 func newTemplateHashes() *templateHashes {
 	return &templateHashes{items: map[string]templateHashEntry{}}
 }
 
-func (t *templateHashes) get(key string, uid types.UID, generation int64) (string, bool) {
+func (t *templateHashes) get(key string, uid types.UID, generation int64) (templateHashEntry, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e, ok := t.items[key]
 	if !ok || e.uid != uid || e.generation != generation {
-		return "", false
+		return templateHashEntry{}, false
 	}
-	return e.hash, true
+	return e, true
 }
 
-func (t *templateHashes) put(key string, uid types.UID, generation int64, hash string) {
+func (t *templateHashes) put(key string, e templateHashEntry) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.items[key] = templateHashEntry{uid: uid, generation: generation, hash: hash}
+	t.items[key] = e
 }
 
 func (t *templateHashes) delete(key string) {

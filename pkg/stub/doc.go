@@ -51,15 +51,17 @@
 //     with a PUT to the status subresource, through a REST client of its own
 //     for the Memcached API, and only when it differs.
 //   - Old types, new API: client-go 1.11's structs lack every pod field added
-//     since 2018, so a Deployment is never PUT. It is created by POSTing
-//     JSON rendered from its manifest (memcached.DeploymentManifest), which
-//     is how its pods get a RuntimeDefault seccomp profile, and changed by
-//     patches of the fields the operator owns: spec.replicas alone to scale,
-//     so scaling never rolls a pod. Every patch of a child first tests the
-//     UID the cache shows (memcached.JSONPatchSet), so a child deleted and
-//     created anew within the cache's lag is never patched by mistake; the
-//     refusal (kube.ErrReplaced) is retried quietly, like a stale write
-//     (TestNeverPatchesAReplacedChild).
+//     since 2018, so a Deployment is never PUT. It is created and its pod
+//     template set by server-side applies of JSON rendered from its manifest
+//     (memcached.DeploymentManifest), which is how its pods get a
+//     RuntimeDefault seccomp profile, and which makes the API server keep
+//     the record of the fields the operator set that tells a hand edit
+//     (restoreDeployment); spec.replicas alone is patched to scale, so
+//     scaling never rolls a pod. Every write of a child is bound to the
+//     UID the cache shows (memcached.JSONPatchSet's test, an apply's
+//     metadata.uid), so a child deleted and created anew within the cache's
+//     lag is never changed by mistake; the refusal (kube.ErrReplaced) is
+//     retried quietly, like a stale write (TestNeverPatchesAReplacedChild).
 //   - One watch on Memcached, several workers: Handle does not reconcile in
 //     the SDK's single worker. It keeps the event's Memcached in a store and
 //     queues its key in the handler's own rate-limited work queue, from

@@ -50,7 +50,9 @@ type fakeClient struct {
 	// created holds the manifests of every create, of any kind, in order.
 	created []*unstructured.Unstructured
 	// patches holds the body of every patch, by its action.
-	patches  map[string]string
+	patches map[string]string
+	// applied holds the manifest of every apply, by its action.
+	applied  map[string]*unstructured.Unstructured
 	statuses []v1alpha1.MemcachedStatus
 }
 
@@ -62,6 +64,7 @@ func newFakeClient(objects ...runtime.Object) *fakeClient {
 		pdbs:            map[string]*policyv1beta1.PodDisruptionBudget{},
 		serviceMonitors: map[string]*unstructured.Unstructured{},
 		patches:         map[string]string{},
+		applied:         map[string]*unstructured.Unstructured{},
 		failOn:          map[string]error{},
 		uncached:        map[string]bool{},
 		cachedUID:       map[string]types.UID{},
@@ -214,6 +217,77 @@ func (f *fakeClient) Patch(k *kube.Kind, namespace, name string, uid types.UID, 
 		return err
 	}
 	return s.patch(f, namespace, name, uid, patch)
+}
+
+// ApplyNew is a create, recorded as one; the Deployment it stores carries
+// the digest that the real client's cache would observe on it, that of the
+// manifest (see memcached.OwnedDigest).
+func (f *fakeClient) ApplyNew(k *kube.Kind, manifest *unstructured.Unstructured) (kube.Object, error) {
+	if k != kube.DeploymentKind {
+		return nil, fmt.Errorf("fake client: only Deployments are applied, not %s", k)
+	}
+	o, err := f.Create(k, manifest)
+	if err != nil {
+		return o, err
+	}
+	d := f.deployments[key(manifest.GetNamespace(), manifest.GetName())]
+	if err := observeApplied(d, manifest); err != nil {
+		return nil, err
+	}
+	return d.DeepCopy(), nil
+}
+
+// Apply records the manifest in applied, by its action, and sets the stored
+// Deployment's labels, strategy, template and replicas to manifest's, with
+// the digest of what was applied, while its UID is uid.
+func (f *fakeClient) Apply(k *kube.Kind, manifest *unstructured.Unstructured, uid types.UID) error {
+	if k != kube.DeploymentKind {
+		return fmt.Errorf("fake client: only Deployments are applied, not %s", k)
+	}
+	action := "apply deployment " + key(manifest.GetNamespace(), manifest.GetName())
+	if err := f.record(action); err != nil {
+		return err
+	}
+	f.applied[action] = manifest.DeepCopy()
+	d, ok := f.deployments[key(manifest.GetNamespace(), manifest.GetName())]
+	if !ok {
+		return apierrors.NewNotFound(memcached.DeploymentResource, manifest.GetName())
+	}
+	if d.UID != uid {
+		return fmt.Errorf("%s %s with UID %s was %w", memcached.DeploymentResource.String(), key(d.Namespace, d.Name), uid, kube.ErrReplaced)
+	}
+	want := &appsv1.Deployment{}
+	if err := setContent(manifest.DeepCopy().Object, want); err != nil {
+		return err
+	}
+	updated := d.DeepCopy()
+	updated.Labels, updated.Spec.Strategy, updated.Spec.Template, updated.Spec.Replicas = want.Labels, want.Spec.Strategy, want.Spec.Template, want.Spec.Replicas
+	if err := observeApplied(updated, manifest); err != nil {
+		return err
+	}
+	f.deployments[key(d.Namespace, d.Name)] = updated
+	return nil
+}
+
+// ConvertUpdates records the call; the fake's objects have no record of
+// who set their fields.
+func (f *fakeClient) ConvertUpdates(k *kube.Kind, namespace, name string, uid types.UID) error {
+	return f.record("convert updates of " + k.String() + " " + key(namespace, name))
+}
+
+// observeApplied sets on d the digest that the real client's cache
+// observes on a Deployment after the operator applied manifest and nobody
+// changed it.
+func observeApplied(d *appsv1.Deployment, manifest *unstructured.Unstructured) error {
+	digest, err := memcached.DesiredDigest(manifest.Object)
+	if err != nil {
+		return err
+	}
+	if d.Annotations == nil {
+		d.Annotations = map[string]string{}
+	}
+	d.Annotations[memcached.ObservedDigestAnnotation] = digest
+	return nil
 }
 
 func (f *fakeClient) Delete(k *kube.Kind, namespace, name string, uid types.UID) error {

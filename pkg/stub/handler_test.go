@@ -547,11 +547,9 @@ type racingClient struct {
 	beforeCreate func()
 }
 
-func (r *racingClient) Create(k *kube.Kind, manifest *unstructured.Unstructured) (kube.Object, error) {
-	if k == kube.DeploymentKind {
-		r.beforeCreate()
-	}
-	return r.fakeClient.Create(k, manifest)
+func (r *racingClient) ApplyNew(k *kube.Kind, manifest *unstructured.Unstructured) (kube.Object, error) {
+	r.beforeCreate()
+	return r.fakeClient.ApplyNew(k, manifest)
 }
 
 func TestReturnsWrappedErrors(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 const (
@@ -23,6 +24,10 @@ const (
 	// the operator sets the Deployment's pod template to the one the spec
 	// asks for.
 	ReasonDeploymentUpdated = "DeploymentUpdated"
+	// ReasonDeploymentRestored is the reason of the Normal Event recorded
+	// when the operator puts back what someone changed of the labels, pod
+	// template or strategy it set on the Deployment.
+	ReasonDeploymentRestored = "DeploymentRestored"
 )
 
 // errStale reports that a write was refused because the object changed
@@ -97,7 +102,7 @@ func (h *Handler) ensureChildren(m *v1alpha1.Memcached, want *desiredDeployment)
 			if err != nil {
 				return nil, err
 			}
-			return deployments.create(manifest)
+			return as[*appsv1.Deployment](h.client.ApplyNew(kube.DeploymentKind, manifest))
 		})
 	if f != nil {
 		return nil, false, false, f
@@ -138,12 +143,12 @@ func (h *Handler) ensureSize(m *v1alpha1.Memcached, d *appsv1.Deployment) *failu
 	return nil
 }
 
-// ensurePodTemplate sets the Deployment's pod template and strategy to
-// want's when the template's hash differs, which rolls the pods one at a
-// time (see memcached.NewDeployment). A Deployment of an operator version
-// that did not annotate its template gets the current one too. Edits of the
-// template that keep its hash are left alone: the operator compares
-// hashes, not templates (see memcached.TemplateHashAnnotation).
+// ensurePodTemplate sets the Deployment's labels, pod template and
+// strategy to want's when the template's hash differs, which rolls the pods
+// one at a time (see memcached.NewDeployment). A Deployment of an operator
+// version that did not annotate its template gets the current one too.
+// When the hash is want's, what someone changed of what the operator set is
+// put back (see restoreDeployment).
 //
 // A difference that m's spec did not cause, but the operator's default
 // image or version did, waits for a roll slot (see rolls.go): until it gets
@@ -157,7 +162,7 @@ func (h *Handler) ensurePodTemplate(m *v1alpha1.Memcached, d *appsv1.Deployment,
 			// Its roll may have just ended and freed a slot.
 			h.wakeRolls()
 		}
-		return nil
+		return h.restoreDeployment(m, d, want)
 	}
 	paced := memcached.OperatorChanged(m, d)
 	if paced {
@@ -173,12 +178,8 @@ func (h *Handler) ensurePodTemplate(m *v1alpha1.Memcached, d *appsv1.Deployment,
 	if err == nil && paced {
 		manifest, err = memcached.WithPacedRoll(manifest)
 	}
-	var patch []byte
 	if err == nil {
-		patch, err = memcached.TemplatePatch(d.UID, manifest)
-	}
-	if err == nil {
-		err = h.client.Patch(kube.DeploymentKind, d.Namespace, d.Name, d.UID, patch)
+		err = h.client.Apply(kube.DeploymentKind, manifest, d.UID)
 	}
 	if err != nil {
 		if paced {
@@ -195,6 +196,46 @@ func (h *Handler) ensurePodTemplate(m *v1alpha1.Memcached, d *appsv1.Deployment,
 		// A spec change took over a paced roll, whose slot is free now.
 		h.wakeRolls()
 	}
+	return nil
+}
+
+// restoreDeployment puts back what someone changed or removed of the
+// labels, pod template and strategy that the operator applied to d, whose
+// template hash is want's: the API server's record of the fields the
+// operator set no longer holds what it applied (see memcached.OwnedDigest
+// and memcached.ObservedDigestAnnotation). Fields that others added and the
+// operator does not set stay. The pod template's record annotations are
+// d's, so that a template that still runs what the spec asks for is not
+// changed, and rolls no pod; an edit that changed what the pods run did
+// roll them, and its restore rolls them back, one at a time. A Deployment
+// that an operator version without server-side apply created has no
+// record: what that version set becomes the apply's first (see
+// memcached.ConvertUpdates), so that the apply owns it, and later removes
+// what the spec no longer asks for.
+func (h *Handler) restoreDeployment(m *v1alpha1.Memcached, d *appsv1.Deployment, want *desiredDeployment) *failure {
+	digest := d.Annotations[memcached.ObservedDigestAnnotation]
+	if digest == want.digest {
+		return nil
+	}
+	var err error
+	if digest == "" {
+		err = h.client.ConvertUpdates(kube.DeploymentKind, d.Namespace, d.Name, d.UID)
+	}
+	var manifest *unstructured.Unstructured
+	if err == nil {
+		manifest, err = want.build()
+	}
+	if err == nil {
+		manifest, err = memcached.WithRecordOf(manifest, d.Spec.Template.Annotations)
+	}
+	if err == nil {
+		err = h.client.Apply(kube.DeploymentKind, manifest, d.UID)
+	}
+	if err != nil {
+		return newFailure(memcached.ReasonDeploymentUpdateFailed, "failed to restore deployment %s/%s: %w", d.Namespace, d.Name, err)
+	}
+	want.restoring = fmt.Sprintf("restored the labels, pod template and strategy of deployment %s, which someone changed", d.Name)
+	h.recorder.Eventf(m, corev1.EventTypeNormal, ReasonDeploymentRestored, "Restored the labels, pod template and strategy of deployment %s to the operator's, which someone changed", d.Name)
 	return nil
 }
 
@@ -275,7 +316,7 @@ func (h *Handler) desiredStatus(m *v1alpha1.Memcached, want *desiredDeployment, 
 		}
 		return memcached.UnobservedStatus(m, !applied, f.reason, f.Error(), now), f
 	}
-	o := memcached.Observation{Pods: pods, TemplateHash: want.statusHash(), RollPending: want.rollPending(), ServiceName: h.serviceName(m), Behind: !applied}
+	o := memcached.Observation{Pods: pods, TemplateHash: want.statusHash(), RollPending: want.rollPending(), Restoring: want.restoringMessage(), ServiceName: h.serviceName(m), Behind: !applied}
 	if want == nil {
 		// The reconcile stopped before it looked for the Deployment: a
 		// cache read. An error leaves d nil, as if m had none, which

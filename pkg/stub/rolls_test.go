@@ -270,8 +270,8 @@ func (f *fixture) handleAll(ms ...*v1alpha1.Memcached) {
 func (f *fixture) templatePatches() []string {
 	var out []string
 	for _, a := range f.client.actions {
-		if strings.HasPrefix(a, "patch deployment test/") {
-			out = append(out, strings.TrimPrefix(a, "patch deployment test/"))
+		if strings.HasPrefix(a, "apply deployment test/") {
+			out = append(out, strings.TrimPrefix(a, "apply deployment test/"))
 		}
 	}
 	f.client.actions = nil
@@ -445,7 +445,7 @@ func TestAFailedPatchGivesItsSlotBack(t *testing.T) {
 	_, objs := fleet("a", "b")
 	f := newFixture(t, objs...)
 	f.handler.PaceRolls(intstr.FromInt(1))
-	f.client.failOn["patch deployment test/a"] = errors.NewForbidden(memcached.DeploymentResource, "a", fmt.Errorf("denied by policy"))
+	f.client.failOn["apply deployment test/a"] = errors.NewForbidden(memcached.DeploymentResource, "a", fmt.Errorf("denied by policy"))
 
 	if err := f.handler.reconcileKey("test/a"); err == nil {
 		t.Fatalf("reconcile a: got nil, want the patch's error")

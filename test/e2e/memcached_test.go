@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -114,7 +115,9 @@ func TestScale(t *testing.T) {
 	}
 }
 
-// TestDrift: changes made to the Deployment behind the operator's back are undone.
+// TestDrift: changes made to the children behind the operator's back are
+// undone: replicas, every field of the pod template and strategy that the
+// operator sets, the children's labels, a deleted Deployment.
 func TestDrift(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t, slug(t.Name()))
@@ -143,6 +146,65 @@ func TestDrift(t *testing.T) {
 	if !ok {
 		return
 	}
+	ok = t.Run("hand edits of what the operator set are put back", func(t *testing.T) {
+		ctx := context.Background()
+		original := ns.childJSON(ctx, "deployment")
+		originalService := ns.childJSON(ctx, "service")
+		edits := []struct {
+			name string
+			args []string
+		}{
+			{"the image", []string{"set", "image", "deployment/cache", "memcached=example.com/someone/else:1"}},
+			{"the command", []string{"patch", "deployment", "cache", "--type=json", "-p",
+				`[{"op":"replace","path":"/spec/template/spec/containers/0/command","value":["memcached","-m","8"]}]`}},
+			{"runAsNonRoot", []string{"patch", "deployment", "cache", "--type=json", "-p",
+				`[{"op":"replace","path":"/spec/template/spec/securityContext/runAsNonRoot","value":false}]`}},
+			{"the strategy", []string{"patch", "deployment", "cache", "--type=json", "-p",
+				`[{"op":"replace","path":"/spec/strategy/rollingUpdate/maxUnavailable","value":3}]`}},
+			{"the Deployment's labels", []string{"label", "deployment", "cache", "app-", "memcached_cr-"}},
+			{"the Service's labels", []string{"label", "service", "cache", "app-", "memcached_cr=someone", "--overwrite"}},
+		}
+		for i, e := range edits {
+			var status *statusRecorder
+			if i == 0 {
+				status = ns.recordStatus("cache")
+			}
+			ns.run(e.args...)
+			ns.eventually("the operator to put back "+e.name, func(ctx context.Context) error {
+				if err := sameChild(ns.childJSON(ctx, "deployment"), original); err != nil {
+					return fmt.Errorf("deployment: %v", err)
+				}
+				if err := sameChild(ns.childJSON(ctx, "service"), originalService); err != nil {
+					return fmt.Errorf("service: %v", err)
+				}
+				o, err := framework.Observe(ctx, ns.kubectl, "cache")
+				if err != nil {
+					return err
+				}
+				return framework.Converged(o, 3)
+			})
+			if status != nil {
+				// Written by the reconcile that put the template back, so
+				// that a watch sees it however fast the pods roll back.
+				if seen := status.finish(t, "False/Complete"); !slices.Contains(seen, "True/Restoring") {
+					t.Errorf("Progressing states while the image was put back: %v, want True/Restoring among them", seen)
+				}
+			}
+		}
+		if o := ns.snapshot("cache"); o.Deployment.Metadata.UID != before.Deployment.Metadata.UID {
+			t.Errorf("deployment was replaced (uid %s -> %s), want it restored in place", before.Deployment.Metadata.UID, o.Deployment.Metadata.UID)
+		}
+		restored, err := ns.events(ctx, "cache", "DeploymentRestored")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(restored); n == 0 {
+			t.Errorf("no DeploymentRestored Event")
+		}
+	})
+	if !ok {
+		return
+	}
 	t.Run("a deleted Deployment is recreated", func(t *testing.T) {
 		ns.run("delete", "deployment", "cache", "--wait=true")
 		ns.eventually("a new deployment cache with 3 Running pods", func(ctx context.Context) error {
@@ -156,6 +218,35 @@ func TestDrift(t *testing.T) {
 			return framework.Converged(o, 3)
 		})
 	})
+}
+
+// childJSON returns the kind child of Memcached cache as the API server has
+// it, or nil when it cannot be read.
+func (ns *namespace) childJSON(ctx context.Context, kind string) map[string]any {
+	var obj map[string]any
+	if err := ns.kubectl.GetJSON(ctx, &obj, kind, "cache"); err != nil {
+		return nil
+	}
+	return obj
+}
+
+// sameChild reports how got's labels, its Deployment's strategy and pod
+// template, or its Service's selector and ports, differ from want's.
+func sameChild(got, want map[string]any) error {
+	if got == nil {
+		return fmt.Errorf("not read")
+	}
+	labels := func(o map[string]any) any { return o["metadata"].(map[string]any)["labels"] }
+	if !reflect.DeepEqual(labels(got), labels(want)) {
+		return fmt.Errorf("labels %v, want %v", labels(got), labels(want))
+	}
+	gs, ws := got["spec"].(map[string]any), want["spec"].(map[string]any)
+	for _, f := range []string{"strategy", "template", "selector", "ports"} {
+		if !reflect.DeepEqual(gs[f], ws[f]) {
+			return fmt.Errorf("spec.%s %v, want %v", f, gs[f], ws[f])
+		}
+	}
+	return nil
 }
 
 // TestGarbageCollection: deleting a Memcached removes its Deployment, ReplicaSet and

@@ -19,11 +19,13 @@ import (
 // Request is one request the APIServer received.
 type Request struct {
 	Method, Path, ContentType, Body string
+	// Query is the request's query string, as sent.
+	Query string
 }
 
 // APIServer records the requests of a client and answers each with the
 // JSON of respond's object, or 404 without one; a *metav1.Status goes with
-// its code.
+// its code, and a Created with 201.
 type APIServer struct {
 	mu       sync.Mutex
 	requests []Request
@@ -43,7 +45,7 @@ func NewAPIServer(t *testing.T, respond func(r Request) interface{}) (*APIServer
 // ServeHTTP records r and answers it.
 func (s *APIServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
-	req := Request{Method: r.Method, Path: r.URL.Path, ContentType: r.Header.Get("Content-Type"), Body: string(body)}
+	req := Request{Method: r.Method, Path: r.URL.Path, ContentType: r.Header.Get("Content-Type"), Body: string(body), Query: r.URL.RawQuery}
 	s.mu.Lock()
 	s.requests = append(s.requests, req)
 	s.mu.Unlock()
@@ -52,8 +54,12 @@ func (s *APIServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		obj = s.respond(req)
 	}
 	w.Header().Set("Content-Type", "application/json")
-	if status, ok := obj.(*metav1.Status); ok {
-		w.WriteHeader(int(status.Code))
+	switch o := obj.(type) {
+	case *metav1.Status:
+		w.WriteHeader(int(o.Code))
+	case Created:
+		w.WriteHeader(http.StatusCreated)
+		obj = o.Object
 	}
 	if obj == nil {
 		w.WriteHeader(http.StatusNotFound)
@@ -61,6 +67,12 @@ func (s *APIServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_ = json.NewEncoder(w).Encode(obj)
+}
+
+// Created, as respond's answer, answers with its Object and 201 Created, as
+// the API server answers an apply that created the object.
+type Created struct {
+	Object interface{}
 }
 
 // Got returns the requests received so far, in their order.

@@ -165,7 +165,23 @@ func OwnedDeployment(m *v1alpha1.Memcached, replicas int32) *appsv1.Deployment {
 	d.UID = "uid-deployment"
 	d.Spec.Replicas = &replicas
 	d.Spec.Template.Annotations = map[string]string{memcached.TemplateHashAnnotation: CurrentHash(m), memcached.SpecHashAnnotation: MustSpecHash(m)}
+	d.Annotations = map[string]string{memcached.ObservedDigestAnnotation: CurrentDigest(m)}
 	return d
+}
+
+// CurrentDigest is memcached.DesiredDigest of the Deployment m asks for,
+// with Image: what the cache observes on m's Deployment while nobody
+// changed what the operator applied.
+func CurrentDigest(m *v1alpha1.Memcached) string {
+	u, err := memcached.DeploymentManifest(memcached.NewDeployment(m, Image, SidecarImage))
+	if err != nil {
+		panic(err)
+	}
+	digest, err := memcached.DesiredDigest(u.Object)
+	if err != nil {
+		panic(err)
+	}
+	return digest
 }
 
 // MustSpecHash is m's memcached.SpecHash.

@@ -76,7 +76,7 @@ func parseOptions(args []string, getenv func(string) string, output io.Writer) (
 	if sidecar == "" {
 		sidecar = memcached.DefaultSidecarImage
 	}
-	fs.StringVar(&o.sidecarImage, "sidecar-image", sidecar, "Image of the sidecar that refreshes certificates and serves metrics in the pods of Memcacheds with spec.tls or spec.monitoring (env SIDECAR_IMAGE). A change rolls those pods like a change of --memcached-image, paced by --max-concurrent-rolls.")
+	fs.StringVar(&o.sidecarImage, "sidecar-image", sidecar, "Image of the sidecar that refreshes certificates, reloads passwords and serves metrics in the pods of Memcacheds with spec.tls, spec.auth or spec.monitoring (env SIDECAR_IMAGE). A change rolls those pods like a change of --memcached-image, paced by --max-concurrent-rolls.")
 	fs.Float64Var(&o.kubeAPIQPS, "kube-api-qps", 50, "Sustained requests per second to the API server from the reconcile.")
 	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", 100, "Burst of requests to the API server from the reconcile.")
 	fs.DurationVar(&o.kubeAPITimeout, "kube-api-timeout", 15*time.Second, "How long one request of the reconcile (a write, a read, discovery, an Event) may take; one the API server or the network leaves unanswered then fails and the Memcached is retried, instead of holding a worker. Watches are not limited.")

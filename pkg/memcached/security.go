@@ -120,9 +120,22 @@ func secretVolumes(m *v1alpha1.Memcached) ([]corev1.Volume, []corev1.VolumeMount
 }
 
 // needsSidecar reports whether m's pods run the sidecar: to refresh
-// certificates with TLS, and to serve metrics with monitoring.
+// certificates with TLS, to make memcached load a changed -Y file with
+// auth, and to serve metrics with monitoring.
 func needsSidecar(m *v1alpha1.Memcached) bool {
-	return m.Spec.TLS != nil || Monitored(m)
+	return m.Spec.TLS != nil || m.Spec.Auth != nil || Monitored(m)
+}
+
+// sharesProcesses reports whether m's pods share one process namespace:
+// with auth, so that the sidecar can send memcached the SIGHUP that makes
+// it load a changed -Y file, which no command of memcached's protocol
+// does. Both containers run as memcachedUID, so the kernel lets the
+// sidecar signal memcached without a capability, and Pod Security
+// "restricted" allows the field. Each container then sees the other's
+// processes and, being the same user, can read memcached's environment,
+// whose Secret values (see requiredSecretKeys) the sidecar mounts anyway.
+func sharesProcesses(m *v1alpha1.Memcached) bool {
+	return m.Spec.Auth != nil
 }
 
 // Monitored reports whether m asks for metrics.

@@ -26,6 +26,9 @@ var securityCases = []struct {
 	// wantSidecarArgs is nil when the pod has no sidecar.
 	wantSidecarArgs []string
 	wantPorts       []string
+	// wantShared is whether the pod shares its process namespace, for the
+	// sidecar's SIGHUP.
+	wantShared bool
 }{
 	{
 		name:      "none",
@@ -54,14 +57,17 @@ var securityCases = []struct {
 		wantVolumes:     []string{"tls:cert", "auth:users"},
 		wantSidecarArgs: []string{"--memcached=127.0.0.1:11211", "--tls-dir=/etc/memcached/tls", "--client-cert", "--auth-file=/etc/memcached/auth/passwords", "--metrics-addr=:9150"},
 		wantPorts:       []string{"memcached", "metrics"},
+		wantShared:      true,
 	},
 	{
-		name:        "auth only",
-		spec:        func(s *v1alpha1.MemcachedSpec) { s.Auth = &v1alpha1.MemcachedAuth{SecretName: "users"} },
-		wantArgs:    []string{"-Y", "/etc/memcached/auth/passwords"},
-		wantEnv:     []string{"users/passwords"},
-		wantVolumes: []string{"auth:users"},
-		wantPorts:   []string{"memcached"},
+		name:            "auth only",
+		spec:            func(s *v1alpha1.MemcachedSpec) { s.Auth = &v1alpha1.MemcachedAuth{SecretName: "users"} },
+		wantArgs:        []string{"-Y", "/etc/memcached/auth/passwords"},
+		wantEnv:         []string{"users/passwords"},
+		wantVolumes:     []string{"auth:users"},
+		wantSidecarArgs: []string{"--memcached=127.0.0.1:11211", "--auth-file=/etc/memcached/auth/passwords"},
+		wantPorts:       []string{"memcached"},
+		wantShared:      true,
 	},
 	{
 		name:            "monitoring only",
@@ -119,6 +125,9 @@ func TestPodOfTLSAuthAndMonitoring(t *testing.T) {
 				t.Errorf("fsGroup: got %v, want %d only with Secret volumes", fs, memcached.MemcachedUID)
 			}
 
+			if shared := spec.ShareProcessNamespace != nil && *spec.ShareProcessNamespace; shared != tt.wantShared {
+				t.Errorf("shareProcessNamespace: got %t, want %t", shared, tt.wantShared)
+			}
 			if tt.wantSidecarArgs == nil {
 				if len(spec.Containers) != 1 {
 					t.Errorf("got %d containers, want memcached alone", len(spec.Containers))

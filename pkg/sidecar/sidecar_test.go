@@ -74,7 +74,7 @@ func TestStatsCollector(t *testing.T) {
 		// tls and password configure the fake memcached.
 		tls      bool
 		password string
-		// login is the password the sidecar's -Y file holds.
+		// login is the password the sidecar logs in with.
 		login string
 		// clientCert makes the sidecar present the Secret's certificate.
 		clientCert bool
@@ -98,7 +98,7 @@ func TestStatsCollector(t *testing.T) {
 				f.dir, d.TLSDir = dir, dir
 			}
 			if tt.login != "" {
-				d.AuthFile = writeAuth(t, dir, tt.login)
+				d.Credentials = login{User: "sidecar", Password: tt.login}
 			}
 			if tt.down {
 				d.Addr = "127.0.0.1:1"
@@ -179,7 +179,7 @@ func TestRefresher(t *testing.T) {
 			writeSecret(t, dir, 1)
 			f := startFake(t, &fakeMemcached{dir: dir, password: "pw", refuseRefresh: tt.refuseRefresh})
 			log, hook := test.NewNullLogger()
-			r := NewRefresher(Dialer{Addr: f.addr, TLSDir: dir, ClientCert: tt.clientCert, AuthFile: writeAuth(t, t.TempDir(), "pw")}, log, prometheus.NewRegistry())
+			r := NewRefresher(Dialer{Addr: f.addr, TLSDir: dir, ClientCert: tt.clientCert, Credentials: login{User: "sidecar", Password: "pw"}}, log, prometheus.NewRegistry())
 			ctx := context.Background()
 			if err := r.Check(ctx); err != nil {
 				t.Fatalf("first check: %v", err)
@@ -195,7 +195,7 @@ func TestRefresher(t *testing.T) {
 			if s, fl := refreshCounts(t, r); s != tt.wantSuccess || fl != tt.wantFailure {
 				t.Errorf("got refreshes success %v failure %v, want %v and %v", s, fl, tt.wantSuccess, tt.wantFailure)
 			}
-			c, err := (&Dialer{Addr: f.addr, TLSDir: dir, AuthFile: writeAuth(t, t.TempDir(), "pw")}).Dial(ctx)
+			c, err := (&Dialer{Addr: f.addr, TLSDir: dir, Credentials: login{User: "sidecar", Password: "pw"}}).Dial(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}

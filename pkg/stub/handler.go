@@ -57,7 +57,7 @@ type Handler struct {
 	client   Client
 	recorder record.EventRecorder
 	image    string
-	// sidecarImage runs beside memcached when a Memcached has TLS or monitoring.
+	// sidecarImage runs beside memcached when a Memcached has TLS, auth or monitoring.
 	sidecarImage string
 	now          func() metav1.Time
 	queue        workqueue.RateLimitingInterface
@@ -114,7 +114,7 @@ func NewHandler(client Client, recorder record.EventRecorder, image string) *Han
 }
 
 // UseSidecarImage makes h run image as the sidecar of memcached pods with
-// TLS or monitoring, instead of memcached.DefaultSidecarImage. Call it before h
+// TLS, auth or monitoring, instead of memcached.DefaultSidecarImage. Call it before h
 // handles any event.
 func (h *Handler) UseSidecarImage(image string) {
 	h.sidecarImage = image

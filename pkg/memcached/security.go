@@ -17,13 +17,17 @@ import (
 var DefaultSidecarImage = "quay.io/example/memcached-sidecar:v" + version.Version
 
 const (
-	// sidecarName names the sidecar container.
-	sidecarName = "sidecar"
+	// SidecarName names the sidecar container, which the operator polls
+	// for its report (package sidecarpoll).
+	SidecarName = "sidecar"
 	// metricsPort is the sidecar's metrics port, memcached_exporter's, so
 	// that scrape configs written for it find ours.
 	metricsPort = 9150
 	// metricsPortName names the metrics port in the pods and the Service.
 	metricsPortName = "metrics"
+	// statusPortName names the same port in the pods without monitoring,
+	// where the sidecar serves its report alone, for the operator only.
+	statusPortName = "status"
 	// tlsVolume and authVolume name the Secret volumes, mounted at tlsDir
 	// and authDir in both containers.
 	tlsVolume  = "tls"
@@ -159,7 +163,7 @@ func sidecarContainer(m *v1alpha1.Memcached, image string, mounts []corev1.Volum
 		args = append(args, "--auth-file="+authDir+"/"+authFileKey)
 	}
 	c := corev1.Container{
-		Name:                     sidecarName,
+		Name:                     SidecarName,
 		Image:                    image,
 		Args:                     args,
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
@@ -175,9 +179,14 @@ func sidecarContainer(m *v1alpha1.Memcached, image string, mounts []corev1.Volum
 		},
 		SecurityContext: security,
 	}
+	// Every sidecar serves its report (sidecar.ReportPath) on the metrics
+	// port, for the operator's poll; with monitoring, its metrics too.
 	if Monitored(m) {
 		c.Args = append(c.Args, "--metrics-addr=:"+strconv.Itoa(metricsPort))
 		c.Ports = []corev1.ContainerPort{{Name: metricsPortName, ContainerPort: metricsPort, Protocol: corev1.ProtocolTCP}}
+	} else {
+		c.Args = append(c.Args, "--status-addr=:"+strconv.Itoa(metricsPort))
+		c.Ports = []corev1.ContainerPort{{Name: statusPortName, ContainerPort: metricsPort, Protocol: corev1.ProtocolTCP}}
 	}
 	return c
 }

@@ -251,8 +251,8 @@ func (a *AuthReloader) Check(ctx context.Context) error {
 	// is a failed load, and the next check tries again.
 	first := a.login == nil
 	if sum != a.signaled || sum == a.failed {
-		if err := a.hangUp(ctx); err != nil {
-			return a.fail(sum, !first, "%v", err)
+		if serving, err := a.hangUp(ctx); err != nil {
+			return a.fail(sum, !first || serving, "%v", err)
 		}
 		a.signaled, a.signaledAt = sum, now
 		a.failed = [sha256.Size]byte{}
@@ -278,23 +278,24 @@ func (a *AuthReloader) Check(ctx context.Context) error {
 	return nil
 }
 
-// hangUp sends memcached SIGHUP once it answers on its port. It finds the
-// process before it connects, so that the process it signals is one that
-// listened, and so had its signal handlers, or one that is gone.
-func (a *AuthReloader) hangUp(ctx context.Context) error {
-	pid, err := a.Process.Find()
-	if err != nil {
-		return fmt.Errorf("failed to find memcached's process: %v", err)
-	}
+// hangUp sends memcached SIGHUP once it answers on its port, and reports
+// whether it did answer. It finds the process before it connects, so that
+// the process it signals is one that listened, and so had its signal
+// handlers, or one that is gone.
+func (a *AuthReloader) hangUp(ctx context.Context) (serving bool, err error) {
+	pid, findErr := a.Process.Find()
 	c, err := a.Dialer.dial(ctx)
 	if err != nil {
-		return fmt.Errorf("failed to connect to memcached: %v", err)
+		return false, fmt.Errorf("failed to connect to memcached: %v", err)
 	}
 	c.Close()
-	if err := a.Process.HangUp(pid); err != nil {
-		return fmt.Errorf("failed to send SIGHUP to memcached (pid %d): %v", pid, err)
+	if findErr != nil {
+		return true, fmt.Errorf("failed to find memcached's process: %v", findErr)
 	}
-	return nil
+	if err := a.Process.HangUp(pid); err != nil {
+		return true, fmt.Errorf("failed to send SIGHUP to memcached (pid %d): %v", pid, err)
+	}
+	return true, nil
 }
 
 // confirm reports whether memcached serves creds rather than the

@@ -26,6 +26,7 @@ import (
 	"github.com/example-inc/memcached-operator/pkg/kube"
 	"github.com/example-inc/memcached-operator/pkg/leader"
 	"github.com/example-inc/memcached-operator/pkg/metrics"
+	"github.com/example-inc/memcached-operator/pkg/sidecarpoll"
 	"github.com/example-inc/memcached-operator/pkg/stub"
 	"github.com/example-inc/memcached-operator/pkg/version"
 	"github.com/operator-framework/operator-sdk/pkg/k8sclient"
@@ -182,10 +183,18 @@ func run(opts *options) error {
 			m.ObserveReconcile(took, reconcileResult(err))
 		})
 		client.OnChildChange(handler.EnqueueMemcached)
+		var poller *sidecarpoll.Poller
+		if opts.sidecarPoll > 0 {
+			poller = sidecarpoll.New(client.ListAllPods, handler.EnqueueMemcached, opts.sidecarPoll, logrus.StandardLogger())
+			handler.ReadSidecarReports(poller)
+		}
 		if err := client.Start(ctx.Done()); err != nil {
 			return err
 		}
 		synced.Store(true)
+		if poller != nil {
+			go poller.Run(ctx)
+		}
 		workersDone := make(chan struct{})
 		go func() {
 			defer close(workersDone)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/example-inc/memcached-operator/pkg/kube"
 	"github.com/example-inc/memcached-operator/pkg/memcached"
+	"github.com/example-inc/memcached-operator/pkg/sidecarpoll"
 	"github.com/example-inc/memcached-operator/pkg/stub"
 	"github.com/sirupsen/logrus"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -29,6 +30,8 @@ type options struct {
 	maxRolls       string
 	maxRollsParsed intstr.IntOrString
 	sidecarImage   string
+	// sidecarPoll is how often the sidecars are asked for their reports.
+	sidecarPoll    time.Duration
 	kubeAPIQPS     float64
 	kubeAPIBurst   int
 	kubeAPITimeout time.Duration
@@ -80,7 +83,8 @@ func parseOptions(args []string, getenv func(string) string, output io.Writer) (
 	if sidecar == "" {
 		sidecar = memcached.DefaultSidecarImage
 	}
-	fs.StringVar(&o.sidecarImage, "sidecar-image", sidecar, "Image of the sidecar that refreshes certificates and serves metrics in the pods of Memcacheds with spec.tls or spec.monitoring (env SIDECAR_IMAGE). A change rolls those pods like a change of --memcached-image, paced by --max-concurrent-rolls.")
+	fs.StringVar(&o.sidecarImage, "sidecar-image", sidecar, "Image of the sidecar that refreshes certificates, reloads passwords and serves metrics in the pods of Memcacheds with spec.tls, spec.auth or spec.monitoring (env SIDECAR_IMAGE). A change rolls those pods like a change of --memcached-image, paced by --max-concurrent-rolls.")
+	fs.DurationVar(&o.sidecarPoll, "sidecar-poll-interval", sidecarpoll.DefaultInterval, "How often the leader asks the sidecar of every pod that runs one, at http://<pod IP>:9150/status, what it could not make memcached do (a certificate refresh, a password reload), for the Memcached's Degraded condition (0 asks never; at least 1s otherwise).")
 	fs.Float64Var(&o.kubeAPIQPS, "kube-api-qps", 50, "Sustained requests per second to the API server from the reconcile.")
 	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", 100, "Burst of requests to the API server from the reconcile.")
 	fs.DurationVar(&o.kubeAPITimeout, "kube-api-timeout", 15*time.Second, "How long one request of the reconcile (a write, a read, discovery, an Event) may take; one the API server or the network leaves unanswered then fails and the Memcached is retried, instead of holding a worker. Watches are not limited.")
@@ -133,6 +137,9 @@ func (o *options) validate() error {
 	o.maxRollsParsed = rolls
 	if o.sidecarImage == "" {
 		return fmt.Errorf("--sidecar-image must not be empty")
+	}
+	if o.sidecarPoll < 0 || (o.sidecarPoll > 0 && o.sidecarPoll < time.Second) {
+		return fmt.Errorf("--sidecar-poll-interval=%v must be 0 or at least 1s", o.sidecarPoll)
 	}
 	if o.childBatch < 0 {
 		return fmt.Errorf("--child-updates-batch-period=%v must not be negative", o.childBatch)

@@ -18,6 +18,7 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		{name: "zero interval", args: []string{"--tls-dir=/tls", "--refresh-interval=0s"}, want: "must be positive"},
 		{name: "negative retry", args: []string{"--tls-dir=/tls", "--refresh-retry=-1s"}, want: "must not be negative"},
 		{name: "unknown flag", args: []string{"--verify"}, want: "not defined"},
+		{name: "metrics and status apart", args: []string{"--tls-dir=/tls", "--metrics-addr=:9150", "--status-addr=:9151"}, want: "not both"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

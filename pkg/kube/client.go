@@ -157,10 +157,11 @@ func (c *CachedClient) OnChildChange(enqueue func(namespace, name string)) {
 }
 
 // podChanged reports whether an update of a cached pod changed anything
-// that trimPod keeps, besides its resourceVersion. The scheduler's binding
-// and the kubelet's updates of start times, images and conditions other
-// than Ready change nothing the status is computed from, and need no
-// reconcile.
+// that trimPod keeps, besides its resourceVersion and its IP. The
+// scheduler's binding and the kubelet's updates of start times, IPs,
+// images and conditions other than Ready change nothing the status is
+// computed from, and need no reconcile; the IP is kept for the poll of the
+// pod's sidecar, which reads it from the cache when it asks.
 func podChanged(old, obj interface{}) bool {
 	o, ok1 := old.(*corev1.Pod)
 	n, ok2 := obj.(*corev1.Pod)
@@ -169,6 +170,7 @@ func podChanged(old, obj interface{}) bool {
 	}
 	before := *o // a shallow copy: the cached pod stays as it is
 	before.ResourceVersion = n.ResourceVersion
+	before.Status.PodIP = n.Status.PodIP
 	return !equality.Semantic.DeepEqual(&before, n)
 }
 
@@ -441,6 +443,17 @@ func (c *CachedClient) ListPods(namespace, name string) ([]*corev1.Pod, error) {
 		pods = append(pods, obj.(*corev1.Pod))
 	}
 	return pods, nil
+}
+
+// ListAllPods returns every pod the client knows of with the app=memcached
+// label, which the caller must not modify.
+func (c *CachedClient) ListAllPods() []*corev1.Pod {
+	objs := c.pods.GetStore().List()
+	pods := make([]*corev1.Pod, 0, len(objs))
+	for _, obj := range objs {
+		pods = append(pods, obj.(*corev1.Pod))
+	}
+	return pods
 }
 
 // byMemcachedIndex names the pod cache's index by the namespace/name of the

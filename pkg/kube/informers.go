@@ -85,9 +85,10 @@ func trimmedListWatch(selector string, list func(metav1.ListOptions) (runtime.Ob
 // trimPod keeps what the status is computed from (see memcached.ComputeStatus):
 // the pod's name, labels, template hash and deletion; its phase, its Ready
 // condition, a PodScheduled condition that is False, and of its containers'
-// states the reasons, messages and exit codes. Two versions of a pod that
-// differ only in what is dropped, such as its binding to a node or its start
-// time, then compare equal (see podChanged).
+// states the reasons, messages and exit codes; and its IP, where the
+// operator asks the pod's sidecar for its report (package sidecarpoll).
+// Two versions of a pod that differ only in what is dropped, such as its
+// binding to a node or its start time, then compare equal (see podChanged).
 func trimPod(p *corev1.Pod) {
 	p.GenerateName = ""
 	p.OwnerReferences = nil
@@ -104,6 +105,7 @@ func trimPod(p *corev1.Pod) {
 	}
 	p.Status = corev1.PodStatus{
 		Phase:                 p.Status.Phase,
+		PodIP:                 p.Status.PodIP,
 		Conditions:            conditions,
 		InitContainerStatuses: trimContainerStatuses(p.Status.InitContainerStatuses),
 		ContainerStatuses:     trimContainerStatuses(p.Status.ContainerStatuses),

@@ -55,7 +55,7 @@ const (
 
 // NewDeployment returns the Deployment that runs m's memcached
 // pods, with defaultImage unless m names its own, and sidecarImage when m's
-// TLS or monitoring needs the sidecar. It holds what client-go 1.11's types
+// TLS, auth or monitoring needs the sidecar. It holds what client-go 1.11's types
 // can express; DeploymentManifest adds the rest. The reconcile
 // creates it as is and afterwards manages its replica count, its progress
 // deadline and, by TemplateHashAnnotation, its pod template and strategy.
@@ -174,6 +174,10 @@ func PodSpec(m *v1alpha1.Memcached, defaultImage, sidecarImage string) corev1.Po
 	}
 	if needsSidecar(m) {
 		spec.Containers = append(spec.Containers, sidecarContainer(m, sidecarImage, mounts, security))
+	}
+	if sharesProcesses(m) {
+		share := true
+		spec.ShareProcessNamespace = &share
 	}
 	return spec
 }

@@ -41,10 +41,14 @@
 // (security.go): the pods mount them, and the memcached container refers to
 // each key it needs through an environment value it never uses, so that a
 // missing Secret or key shows as the kubelet's CreateContainerConfigError,
-// which the status reports like any other pod failure. With spec.tls or
-// spec.monitoring the pods run a sidecar (pkg/sidecar) that reloads
-// certificates and serves memcached's stats; a new --sidecar-image rolls
-// with the fleet's pacing.
+// which the status reports like any other pod failure. With spec.tls,
+// spec.auth or spec.monitoring the pods run a sidecar (pkg/sidecar) that
+// reloads certificates, makes memcached load a changed -Y file (the pods of
+// a Memcached with auth share one process namespace for its SIGHUP), serves
+// memcached's stats, and reports what it could not make memcached do,
+// which the operator polls (package sidecarpoll) into the Degraded
+// condition (SidecarFailure); a new --sidecar-image rolls with the fleet's
+// pacing.
 //
 // # Status
 //

@@ -45,7 +45,6 @@ const (
 	MsgTolerationSeconds     = msgTolerationSeconds
 	PreStopSleepSeconds      = preStopSleepSeconds
 	ProtocolPattern          = protocolPattern
-	SidecarName              = sidecarName
 	SlabChunkBytes           = slabChunkBytes
 	TerminationGracePeriod   = terminationGracePeriod
 	ThreadsPattern           = threadsPattern

@@ -19,13 +19,17 @@ import (
 var DefaultSidecarImage = "quay.io/example/memcached-sidecar:v" + sidecar.Version
 
 const (
-	// sidecarName names the sidecar container.
-	sidecarName = "sidecar"
+	// SidecarName names the sidecar container, which the operator polls
+	// for its report (package sidecarpoll).
+	SidecarName = "sidecar"
 	// metricsPort is the sidecar's metrics port, memcached_exporter's, so
 	// that scrape configs written for it find ours.
 	metricsPort = 9150
 	// metricsPortName names the metrics port in the pods and the Service.
 	metricsPortName = "metrics"
+	// statusPortName names the same port in the pods without monitoring,
+	// where the sidecar serves its report alone, for the operator only.
+	statusPortName = "status"
 	// tlsVolume and authVolume name the Secret volumes, mounted at tlsDir
 	// and authDir in both containers.
 	tlsVolume  = "tls"
@@ -122,9 +126,22 @@ func secretVolumes(m *v1alpha1.Memcached) ([]corev1.Volume, []corev1.VolumeMount
 }
 
 // needsSidecar reports whether m's pods run the sidecar: to refresh
-// certificates with TLS, and to serve metrics with monitoring.
+// certificates with TLS, to make memcached load a changed -Y file with
+// auth, and to serve metrics with monitoring.
 func needsSidecar(m *v1alpha1.Memcached) bool {
-	return m.Spec.TLS != nil || Monitored(m)
+	return m.Spec.TLS != nil || m.Spec.Auth != nil || Monitored(m)
+}
+
+// sharesProcesses reports whether m's pods share one process namespace:
+// with auth, so that the sidecar can send memcached the SIGHUP that makes
+// it load a changed -Y file, which no command of memcached's protocol
+// does. Both containers run as memcachedUID, so the kernel lets the
+// sidecar signal memcached without a capability, and Pod Security
+// "restricted" allows the field. Each container then sees the other's
+// processes and, being the same user, can read memcached's environment,
+// whose Secret values (see requiredSecretKeys) the sidecar mounts anyway.
+func sharesProcesses(m *v1alpha1.Memcached) bool {
+	return m.Spec.Auth != nil
 }
 
 // Monitored reports whether m asks for metrics.
@@ -148,7 +165,7 @@ func sidecarContainer(m *v1alpha1.Memcached, image string, mounts []corev1.Volum
 		args = append(args, "--auth-file="+authDir+"/"+authFileKey)
 	}
 	c := corev1.Container{
-		Name:                     sidecarName,
+		Name:                     SidecarName,
 		Image:                    image,
 		Args:                     args,
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
@@ -164,9 +181,14 @@ func sidecarContainer(m *v1alpha1.Memcached, image string, mounts []corev1.Volum
 		},
 		SecurityContext: security,
 	}
+	// Every sidecar serves its report (sidecar.ReportPath) on the metrics
+	// port, for the operator's poll; with monitoring, its metrics too.
 	if Monitored(m) {
 		c.Args = append(c.Args, "--metrics-addr=:"+strconv.Itoa(metricsPort))
 		c.Ports = []corev1.ContainerPort{{Name: metricsPortName, ContainerPort: metricsPort, Protocol: corev1.ProtocolTCP}}
+	} else {
+		c.Args = append(c.Args, "--status-addr=:"+strconv.Itoa(metricsPort))
+		c.Ports = []corev1.ContainerPort{{Name: statusPortName, ContainerPort: metricsPort, Protocol: corev1.ProtocolTCP}}
 	}
 	return c
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
 	"github.com/example-inc/memcached-operator/pkg/memcached"
 	"github.com/example-inc/memcached-operator/pkg/memcached/memcachedtest"
+	"github.com/example-inc/memcached-operator/pkg/sidecar"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -26,6 +27,9 @@ var securityCases = []struct {
 	// wantSidecarArgs is nil when the pod has no sidecar.
 	wantSidecarArgs []string
 	wantPorts       []string
+	// wantShared is whether the pod shares its process namespace, for the
+	// sidecar's SIGHUP.
+	wantShared bool
 }{
 	{
 		name:      "none",
@@ -38,7 +42,7 @@ var securityCases = []struct {
 		wantArgs:        []string{"-Z", "-o", "ssl_chain_cert=/etc/memcached/tls/tls.crt,ssl_key=/etc/memcached/tls/tls.key"},
 		wantEnv:         []string{"cert/tls.crt", "cert/tls.key"},
 		wantVolumes:     []string{"tls:cert"},
-		wantSidecarArgs: []string{"--memcached=127.0.0.1:11211", "--tls-dir=/etc/memcached/tls"},
+		wantSidecarArgs: []string{"--memcached=127.0.0.1:11211", "--tls-dir=/etc/memcached/tls", "--status-addr=:9150"},
 		wantPorts:       []string{"memcached"},
 	},
 	{
@@ -54,14 +58,17 @@ var securityCases = []struct {
 		wantVolumes:     []string{"tls:cert", "auth:users"},
 		wantSidecarArgs: []string{"--memcached=127.0.0.1:11211", "--tls-dir=/etc/memcached/tls", "--client-cert", "--auth-file=/etc/memcached/auth/passwords", "--metrics-addr=:9150"},
 		wantPorts:       []string{"memcached", "metrics"},
+		wantShared:      true,
 	},
 	{
-		name:        "auth only",
-		spec:        func(s *v1alpha1.MemcachedSpec) { s.Auth = &v1alpha1.MemcachedAuth{SecretName: "users"} },
-		wantArgs:    []string{"-Y", "/etc/memcached/auth/passwords"},
-		wantEnv:     []string{"users/passwords"},
-		wantVolumes: []string{"auth:users"},
-		wantPorts:   []string{"memcached"},
+		name:            "auth only",
+		spec:            func(s *v1alpha1.MemcachedSpec) { s.Auth = &v1alpha1.MemcachedAuth{SecretName: "users"} },
+		wantArgs:        []string{"-Y", "/etc/memcached/auth/passwords"},
+		wantEnv:         []string{"users/passwords"},
+		wantVolumes:     []string{"auth:users"},
+		wantSidecarArgs: []string{"--memcached=127.0.0.1:11211", "--auth-file=/etc/memcached/auth/passwords", "--status-addr=:9150"},
+		wantPorts:       []string{"memcached"},
+		wantShared:      true,
 	},
 	{
 		name:            "monitoring only",
@@ -119,6 +126,9 @@ func TestPodOfTLSAuthAndMonitoring(t *testing.T) {
 				t.Errorf("fsGroup: got %v, want %d only with Secret volumes", fs, memcached.MemcachedUID)
 			}
 
+			if shared := spec.ShareProcessNamespace != nil && *spec.ShareProcessNamespace; shared != tt.wantShared {
+				t.Errorf("shareProcessNamespace: got %t, want %t", shared, tt.wantShared)
+			}
 			if tt.wantSidecarArgs == nil {
 				if len(spec.Containers) != 1 {
 					t.Errorf("got %d containers, want memcached alone", len(spec.Containers))
@@ -143,9 +153,14 @@ func TestPodOfTLSAuthAndMonitoring(t *testing.T) {
 				if _, ok := sc.Resources.Limits[corev1.ResourceMemory]; !ok {
 					t.Errorf("sidecar has no memory limit")
 				}
-				hasPort := len(sc.Ports) == 1 && sc.Ports[0].Name == memcached.MetricsPortName && sc.Ports[0].ContainerPort == memcached.MetricsPort
-				if hasPort != memcached.Monitored(m) {
-					t.Errorf("sidecar ports %+v, want the metrics port only with monitoring", sc.Ports)
+				// The report is served on the metrics port, which the
+				// pods without monitoring name status.
+				wantPort := "status"
+				if memcached.Monitored(m) {
+					wantPort = memcached.MetricsPortName
+				}
+				if len(sc.Ports) != 1 || sc.Ports[0].Name != wantPort || sc.Ports[0].ContainerPort != memcached.MetricsPort || memcached.MetricsPort != sidecar.ReportPort {
+					t.Errorf("sidecar ports %+v, want %s on %d, where the operator asks for the report (%d)", sc.Ports, wantPort, memcached.MetricsPort, sidecar.ReportPort)
 				}
 			}
 

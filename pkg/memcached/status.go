@@ -92,6 +92,11 @@ type Observation struct {
 	// Deployed is what m's own Deployment runs, nil without one; read only
 	// when Behind.
 	Deployed *Rollout
+	// SidecarProblems are what the pods' sidecars last reported they could
+	// not make memcached do, as the operator polls them (package
+	// sidecarpoll): a pod without an entry has no problem, or has not
+	// answered yet.
+	SidecarProblems []SidecarProblem
 }
 
 // Rollout is what a Deployment rolls its pods to.
@@ -130,6 +135,39 @@ func actedOn(m *v1alpha1.Memcached, o Observation) int64 {
 		return m.Generation
 	}
 	return max(0, min(m.Status.ObservedGeneration, m.Generation-1))
+}
+
+// SidecarProblem is one problem that the sidecar of a pod reports (see
+// pkg/sidecar's Report): memcached does not serve the mounted certificate
+// or -Y file, while the pod looks healthy to the kubelet.
+type SidecarProblem struct {
+	// Pod names the pod.
+	Pod string
+	// Reason and Message are the sidecar's, such as
+	// CertificateRefreshFailed with memcached's reply.
+	Reason, Message string
+}
+
+// SidecarFailure returns the problem that m's Degraded condition reports
+// when nothing stops the pods (see stuck): the first problem of the first
+// live pod by name, so that the condition does not move between pods that
+// fail alike, with the sidecar's reason and a message naming the pod. ok is
+// false when no live pod reports one.
+func SidecarFailure(o Observation) (reason, message string, ok bool) {
+	live := map[string]bool{}
+	for _, p := range livePods(o.Pods) {
+		live[p.Name] = true
+	}
+	var first *SidecarProblem
+	for i := range o.SidecarProblems {
+		if p := &o.SidecarProblems[i]; live[p.Pod] && (first == nil || p.Pod < first.Pod) {
+			first = p
+		}
+	}
+	if first == nil {
+		return "", "", false
+	}
+	return first.Reason, fmt.Sprintf("pod %s: sidecar: %s", first.Pod, first.Message), true
 }
 
 // rollout is what the pods of an Observation say about the rollout of the
@@ -365,6 +403,11 @@ func progressingCondition(m *v1alpha1.Memcached, o Observation) v1alpha1.Memcach
 //     spec.size Ready pods of the current template without a change from
 //     outside: pods that cannot be created, a failed pod, a roll past its
 //     deadline;
+//   - otherwise True with the reason and message of SidecarFailure, when a
+//     pod's memcached serves, Ready, but not the mounted certificate or -Y
+//     file, which no readiness may show: a sidecar that failed its
+//     container's readiness would take a serving memcached out of the
+//     Service;
 //   - otherwise False with reason AsExpected once at least spec.size live
 //     pods are Ready;
 //   - otherwise False with reason PodsStarting.
@@ -372,6 +415,9 @@ func degradedCondition(m *v1alpha1.Memcached, o Observation) v1alpha1.MemcachedC
 	t := Rollout{Size: m.Spec.Size, TemplateHash: o.TemplateHash}
 	r := rolloutOf(t, o)
 	if reason, message, ok := stuck(t, o, r); ok {
+		return newCondition(v1alpha1.MemcachedDegraded, corev1.ConditionTrue, reason, message)
+	}
+	if reason, message, ok := SidecarFailure(o); ok {
 		return newCondition(v1alpha1.MemcachedDegraded, corev1.ConditionTrue, reason, message)
 	}
 	if r.ready >= m.Spec.Size {

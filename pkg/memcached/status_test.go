@@ -116,14 +116,52 @@ func TestDegradedCondition(t *testing.T) {
 	}
 	const crashLoopMessage = "container memcached: back-off restarting failed container that exited with code 64 (Error): " +
 		"Cannot set item size limit higher than 1/2 of memory max."
+	refresh := func(pod string) memcached.SidecarProblem {
+		return memcached.SidecarProblem{Pod: pod, Reason: "CertificateRefreshFailed", Message: "memcached refused to reload its certificate: refresh_certs: ERROR"}
+	}
 	tests := []struct {
-		name    string
-		size    int32
-		pods    []*corev1.Pod
-		status  corev1.ConditionStatus
-		reason  string
-		message string
+		name string
+		size int32
+		pods []*corev1.Pod
+		// problems are what the pods' sidecars report.
+		problems []memcached.SidecarProblem
+		status   corev1.ConditionStatus
+		reason   string
+		message  string
 	}{
+		{
+			name: "a sidecar's problem while all are ready",
+			size: 2, pods: []*corev1.Pod{ready("example-a"), ready("example-b")},
+			problems: []memcached.SidecarProblem{refresh("example-b"), {Pod: "example-b", Reason: "AuthReloadFailed", Message: "malformed"}},
+			status:   corev1.ConditionTrue, reason: "CertificateRefreshFailed",
+			message: "pod example-b: sidecar: memcached refused to reload its certificate: refresh_certs: ERROR",
+		},
+		{
+			name: "the first pod's problem by name",
+			size: 2, pods: []*corev1.Pod{ready("example-a"), ready("example-b")},
+			problems: []memcached.SidecarProblem{{Pod: "example-b", Reason: "AuthReloadFailed", Message: "malformed"}, refresh("example-a")},
+			status:   corev1.ConditionTrue, reason: "CertificateRefreshFailed",
+			message: "pod example-a: sidecar: memcached refused to reload its certificate: refresh_certs: ERROR",
+		},
+		{
+			name: "a failed pod comes before a sidecar's problem",
+			size: 1, pods: []*corev1.Pod{memcachedtest.WithContainers(running("example-a"), memcachedtest.CrashLooping("example-a", "10s", 1))},
+			problems: []memcached.SidecarProblem{refresh("example-a")},
+			status:   corev1.ConditionTrue, reason: "CrashLoopBackOff", message: "pod example-a: " + crashLoopMessage,
+		},
+		{
+			name: "a sidecar's problem while pods start",
+			size: 2, pods: []*corev1.Pod{ready("example-a"), pending("example-b")},
+			problems: []memcached.SidecarProblem{refresh("example-a")},
+			status:   corev1.ConditionTrue, reason: "CertificateRefreshFailed",
+			message: "pod example-a: sidecar: memcached refused to reload its certificate: refresh_certs: ERROR",
+		},
+		{
+			name: "the problem of a pod that is gone or going is not reported",
+			size: 1, pods: []*corev1.Pod{deleting, ready("example-new")},
+			problems: []memcached.SidecarProblem{refresh("example-old"), refresh("example-gone")},
+			status:   corev1.ConditionFalse, reason: memcached.ReasonAsExpected,
+		},
 		{
 			name: "all ready",
 			size: 2, pods: []*corev1.Pod{ready("example-a"), ready("example-b")},
@@ -225,7 +263,7 @@ func TestDegradedCondition(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			m := memcachedtest.NewMemcached("example", tt.size)
 
-			got := memcached.DegradedCondition(m, memcached.Observation{Pods: tt.pods})
+			got := memcached.DegradedCondition(m, memcached.Observation{Pods: tt.pods, SidecarProblems: tt.problems})
 
 			want := memcached.NewCondition(v1alpha1.MemcachedDegraded, tt.status, tt.reason, tt.message)
 			if !reflect.DeepEqual(got, want) {

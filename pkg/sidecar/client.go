@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -43,9 +42,9 @@ type Dialer struct {
 	ClientCert bool
 	// Certificate, when set, is the client certificate to present.
 	Certificate *tls.Certificate
-	// AuthFile, when set, is memcached's -Y file; the sidecar logs in with
-	// its first user:password line.
-	AuthFile string
+	// Credentials, when set, give the user and password to log in with:
+	// memcached has authentication.
+	Credentials Credentials
 }
 
 // Conn is an open connection to memcached.
@@ -56,13 +55,37 @@ type Conn struct {
 	Peer *x509.Certificate
 }
 
-// Dial connects to memcached, completes the TLS handshake and logs in.
+// Dial connects to memcached, completes the TLS handshake and logs in
+// with the credential of d.Credentials.
+func (d *Dialer) Dial(ctx context.Context) (*Conn, error) {
+	var cred Credential
+	if d.Credentials != nil {
+		var err error
+		if cred, err = d.Credentials.Credential(); err != nil {
+			return nil, err
+		}
+	}
+	c, err := d.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if d.Credentials != nil {
+		if err := c.Login(cred); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// dial connects to memcached and completes the TLS handshake, without a
+// login.
 //
 // The handshake does not verify memcached's certificate: the connection
 // never leaves the pod's own loopback, which only the pod's containers
 // share, so there is no one to impersonate memcached. The certificate it
 // presents is what the refresh compares with the mounted one.
-func (d *Dialer) Dial(ctx context.Context) (*Conn, error) {
+func (d *Dialer) dial(ctx context.Context) (*Conn, error) {
 	var nd net.Dialer
 	raw, err := nd.DialContext(ctx, "tcp", d.Addr)
 	if err != nil {
@@ -95,41 +118,37 @@ func (d *Dialer) Dial(ctx context.Context) (*Conn, error) {
 		c.Conn = tc
 	}
 	c.r = bufio.NewReader(c.Conn)
-	if d.AuthFile != "" {
-		if err := c.login(d.AuthFile); err != nil {
-			c.Close()
-			return nil, err
-		}
-	}
 	return c, nil
 }
 
-// login authenticates with the first user:password line of file, as
-// memcached's ASCII authentication expects it: a set of any key whose data
-// is the user and the password separated by a space.
-func (c *Conn) login(file string) error {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return err
-	}
-	var user, password string
-	for _, line := range strings.Split(string(b), "\n") {
-		line = strings.TrimSpace(line)
-		if u, p, ok := strings.Cut(line, ":"); ok && u != "" {
-			user, password = u, p
-			break
-		}
-	}
-	if user == "" {
-		return fmt.Errorf("%s has no user:password line", file)
-	}
-	token := user + " " + password
+// LoginRefusedError reports that memcached refused a login: it has not
+// loaded the credential, or no longer has it.
+type LoginRefusedError struct {
+	// User is the user that tried.
+	User string
+	// Reply is memcached's reply, such as "CLIENT_ERROR authentication
+	// failure".
+	Reply string
+}
+
+func (e *LoginRefusedError) Error() string {
+	return fmt.Sprintf("memcached refused the login of user %s: %s", e.User, e.Reply)
+}
+
+// Login authenticates as cred, as memcached's ASCII authentication
+// expects it: a set of any key whose data is the user and the password
+// separated by a space. A refusal is a *LoginRefusedError.
+func (c *Conn) Login(cred Credential) error {
+	token := cred.User + " " + cred.Password
 	reply, err := c.command(fmt.Sprintf("set auth 0 0 %d\r\n%s\r\n", len(token), token))
 	if err != nil {
 		return err
 	}
+	if strings.HasPrefix(reply, "CLIENT_ERROR") {
+		return &LoginRefusedError{User: cred.User, Reply: reply}
+	}
 	if reply != "STORED" {
-		return fmt.Errorf("memcached refused the login of user %s: %s", user, reply)
+		return fmt.Errorf("unexpected reply to the login of user %s: %s", cred.User, reply)
 	}
 	return nil
 }

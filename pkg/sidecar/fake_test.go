@@ -30,6 +30,10 @@ type fakeMemcached struct {
 	addr     string
 	dir      string // the mounted Secret; "" serves plaintext
 	password string // "" accepts any client without login
+	// authFile, when set instead of password, is the -Y file whose users
+	// log in: loaded at the start and, after a hangUp, on the next tick,
+	// as memcached loads it on its next clock tick after SIGHUP.
+	authFile string
 	// refuseRefresh makes refresh_certs fail, as memcached does when the
 	// files do not load.
 	refuseRefresh bool
@@ -38,7 +42,93 @@ type fakeMemcached struct {
 	mu       sync.Mutex
 	cert     tls.Certificate
 	commands []string
+	users    map[string]string
+	hup      bool
 }
+
+// loadAuth loads f.authFile as memcached does: a malformed file leaves
+// the users as they were.
+func (f *fakeMemcached) loadAuth(t *testing.T) {
+	t.Helper()
+	b, err := os.ReadFile(f.authFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds, err := ParseAuthFile(b)
+	if err != nil {
+		return
+	}
+	users := map[string]string{}
+	for _, c := range creds {
+		users[c.User] = c.Password
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.users = users
+}
+
+// tick is memcached's clock tick: after a SIGHUP it loads the -Y file.
+func (f *fakeMemcached) tick(t *testing.T) {
+	t.Helper()
+	f.mu.Lock()
+	hup := f.hup
+	f.hup = false
+	f.mu.Unlock()
+	if hup {
+		f.loadAuth(t)
+	}
+}
+
+// login reports whether token, "user password", logs in.
+func (f *fakeMemcached) login(token string) bool {
+	if f.authFile == "" {
+		return token == "sidecar "+f.password
+	}
+	user, password, _ := strings.Cut(token, " ")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p, ok := f.users[user]
+	return ok && p == password
+}
+
+// fakeProcess is memcached's process as the AuthReloader sees it: its
+// SIGHUP marks f for a load on its next tick.
+type fakeProcess struct {
+	f *fakeMemcached
+	// findErr and hangUpErr, when set, are what Find and HangUp return.
+	findErr, hangUpErr error
+	mu                 sync.Mutex
+	hangUps            int
+}
+
+func (p *fakeProcess) Find() (int, error) { return 42, p.findErr }
+
+func (p *fakeProcess) HangUp(pid int) error {
+	if pid != 42 {
+		return fmt.Errorf("no process %d", pid)
+	}
+	if p.hangUpErr != nil {
+		return p.hangUpErr
+	}
+	p.mu.Lock()
+	p.hangUps++
+	p.mu.Unlock()
+	p.f.mu.Lock()
+	p.f.hup = true
+	p.f.mu.Unlock()
+	return nil
+}
+
+func (p *fakeProcess) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.hangUps
+}
+
+// login is a fixed credential, as Credentials.
+type login Credential
+
+func (l login) Credential() (Credential, error) { return Credential(l), nil }
 
 // startFake starts f on a loopback port until the test ends.
 func startFake(t *testing.T, f *fakeMemcached) *fakeMemcached {
@@ -52,6 +142,9 @@ func startFake(t *testing.T, f *fakeMemcached) *fakeMemcached {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
+	if f.authFile != "" {
+		f.loadAuth(t)
+	}
 	if f.dir != "" {
 		if f.cert, err = LoadPair(f.dir); err != nil {
 			t.Fatal(err)
@@ -79,7 +172,7 @@ func startFake(t *testing.T, f *fakeMemcached) *fakeMemcached {
 func (f *fakeMemcached) serve(c net.Conn) {
 	defer c.Close()
 	r := bufio.NewReader(c)
-	authed := f.password == ""
+	authed := f.password == "" && f.authFile == ""
 	for {
 		line, err := r.ReadString('\n')
 		if err != nil {
@@ -95,7 +188,7 @@ func (f *fakeMemcached) serve(c net.Conn) {
 			if _, err := io.ReadFull(r, data); err != nil {
 				return
 			}
-			if !authed && string(data[:n]) == "sidecar "+f.password {
+			if !authed && f.login(string(data[:n])) {
 				authed = true
 				fmt.Fprint(c, "STORED\r\n")
 			} else if !authed {
@@ -193,12 +286,15 @@ func writeSecret(t *testing.T, dir string, serial int64) {
 	}
 }
 
-// writeAuth writes a -Y file whose first line is the sidecar's login.
-func writeAuth(t *testing.T, dir, password string) string {
+// writeAuth writes the -Y file path with content, as the kubelet replaces
+// it: whole, at once.
+func writeAuth(t *testing.T, path, content string) {
 	t.Helper()
-	path := filepath.Join(dir, "passwords")
-	if err := os.WriteFile(path, []byte("sidecar:"+password+"\nother:secret\n"), 0o600); err != nil {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return path
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
 }

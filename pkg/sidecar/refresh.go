@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -48,6 +49,11 @@ type Refresher struct {
 	// retryAt when Check tries them again.
 	failedSum [sha256.Size]byte
 	retryAt   time.Time
+
+	mu sync.Mutex
+	// problem says why memcached does not serve the mounted files, "" when
+	// it does or has not been seen serving yet.
+	problem string
 }
 
 // NewRefresher returns a Refresher whose metrics reg registers.
@@ -93,14 +99,25 @@ func (r *Refresher) Run(ctx context.Context, interval time.Duration) {
 // the mounted certificate. A failure is retried on the next check.
 func (r *Refresher) Check(ctx context.Context) error {
 	sum, written := r.hash()
-	if sum == r.served || sum == r.failedSum && time.Now().Before(r.retryAt) {
+	if sum == r.served {
+		// Also after a change that failed was undone.
+		r.setProblem("")
+		return nil
+	}
+	if sum == r.failedSum && time.Now().Before(r.retryAt) {
 		return nil
 	}
 	pair, err := LoadPair(r.Dialer.TLSDir)
 	if err != nil {
 		if sum != r.refused {
+			// The kubelet replaces the files at once, but one check may
+			// read some before and some after: only files found so twice
+			// are a problem.
 			r.refused = sum
 			return fmt.Errorf("the mounted certificate is not usable yet: %v", err)
+		}
+		if r.served != [sha256.Size]byte{} {
+			r.setProblem(fmt.Sprintf("the mounted certificate files do not load, so the sidecar does not ask memcached to load them and memcached keeps the certificate it serves: %v", err))
 		}
 		return nil
 	}
@@ -127,6 +144,7 @@ func (r *Refresher) Check(ctx context.Context) error {
 		// Memcached serves these files already: at the sidecar's start,
 		// or after a refresh that a failed confirmation left unconfirmed.
 		r.served = sum
+		r.setProblem("")
 		r.notAfter.Set(float64(leaf.NotAfter.Unix()))
 		return nil
 	}
@@ -143,6 +161,7 @@ func (r *Refresher) Check(ctx context.Context) error {
 		return r.failed(sum, false, "memcached still serves certificate serial %s after refresh_certs, not the mounted serial %s", serial(confirm), leaf.SerialNumber)
 	}
 	r.served, r.client = sum, &pair
+	r.setProblem("")
 	r.notAfter.Set(float64(leaf.NotAfter.Unix()))
 	r.refreshes.WithLabelValues("success").Inc()
 	r.Log.WithFields(logrus.Fields{
@@ -157,14 +176,30 @@ func (r *Refresher) Check(ctx context.Context) error {
 }
 
 // failed holds the next try of the files of hash sum until RetryAfter,
-// counts a failed refresh, unless memcached was never seen serving, and
-// returns its error.
+// counts a failed refresh and keeps it as the problem, unless memcached
+// was never seen serving, and returns its error.
 func (r *Refresher) failed(sum [sha256.Size]byte, first bool, format string, args ...interface{}) error {
 	r.failedSum, r.retryAt = sum, time.Now().Add(r.RetryAfter)
+	err := fmt.Errorf(format, args...)
 	if !first {
 		r.refreshes.WithLabelValues("failure").Inc()
+		r.setProblem(err.Error())
 	}
-	return fmt.Errorf(format, args...)
+	return err
+}
+
+// Problem returns why memcached does not serve the mounted certificate, or
+// "" when it does or, after the sidecar's start, is not serving yet.
+func (r *Refresher) Problem() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.problem
+}
+
+func (r *Refresher) setProblem(p string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.problem = p
 }
 
 // hash returns the hash of the mounted files, or of why one cannot be

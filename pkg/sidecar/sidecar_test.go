@@ -74,7 +74,7 @@ func TestStatsCollector(t *testing.T) {
 		// tls and password configure the fake memcached.
 		tls      bool
 		password string
-		// login is the password the sidecar's -Y file holds.
+		// login is the password the sidecar logs in with.
 		login string
 		// clientCert makes the sidecar present the Secret's certificate.
 		clientCert bool
@@ -98,7 +98,7 @@ func TestStatsCollector(t *testing.T) {
 				f.dir, d.TLSDir = dir, dir
 			}
 			if tt.login != "" {
-				d.AuthFile = writeAuth(t, dir, tt.login)
+				d.Credentials = login{User: "sidecar", Password: tt.login}
 			}
 			if tt.down {
 				d.Addr = "127.0.0.1:1"
@@ -153,6 +153,8 @@ func TestRefresher(t *testing.T) {
 		wantSerial    string
 		wantErr       string
 		wantLogged    string
+		// wantProblem is the Report's problem after a third check.
+		wantProblem string
 	}{
 		{name: "unchanged files", change: func(*testing.T, string) {}, wantSerial: "1"},
 		{name: "new certificate", change: func(t *testing.T, dir string) { writeSecret(t, dir, 2) },
@@ -160,7 +162,8 @@ func TestRefresher(t *testing.T) {
 		{name: "new certificate and CA with client certificates", clientCert: true, change: func(t *testing.T, dir string) { writeSecret(t, dir, 3) },
 			wantRefreshes: 1, wantSuccess: 1, wantSerial: "3", wantLogged: "memcached reloaded its certificate with refresh_certs"},
 		{name: "memcached refuses", refuseRefresh: true, change: func(t *testing.T, dir string) { writeSecret(t, dir, 2) },
-			wantRefreshes: 1, wantFailure: 1, wantSerial: "1", wantErr: "memcached refused to reload its certificate"},
+			wantRefreshes: 1, wantFailure: 1, wantSerial: "1", wantErr: "memcached refused to reload its certificate",
+			wantProblem: "memcached refused to reload its certificate: refresh_certs: ERROR failed to refresh SSL settings"},
 		{name: "key of another certificate", change: func(t *testing.T, dir string) {
 			other := t.TempDir()
 			writeSecret(t, other, 2)
@@ -171,7 +174,8 @@ func TestRefresher(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, keyFile), b, 0o600); err != nil {
 				t.Fatal(err)
 			}
-		}, wantSerial: "1", wantErr: "the mounted certificate is not usable yet"},
+		}, wantSerial: "1", wantErr: "the mounted certificate is not usable yet",
+			wantProblem: "the mounted certificate files do not load, so the sidecar does not ask memcached to load them and memcached keeps the certificate it serves: tls: private key does not match public key"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -179,7 +183,7 @@ func TestRefresher(t *testing.T) {
 			writeSecret(t, dir, 1)
 			f := startFake(t, &fakeMemcached{dir: dir, password: "pw", refuseRefresh: tt.refuseRefresh})
 			log, hook := test.NewNullLogger()
-			r := NewRefresher(Dialer{Addr: f.addr, TLSDir: dir, ClientCert: tt.clientCert, AuthFile: writeAuth(t, t.TempDir(), "pw")}, log, prometheus.NewRegistry())
+			r := NewRefresher(Dialer{Addr: f.addr, TLSDir: dir, ClientCert: tt.clientCert, Credentials: login{User: "sidecar", Password: "pw"}}, log, prometheus.NewRegistry())
 			ctx := context.Background()
 			if err := r.Check(ctx); err != nil {
 				t.Fatalf("first check: %v", err)
@@ -195,7 +199,7 @@ func TestRefresher(t *testing.T) {
 			if s, fl := refreshCounts(t, r); s != tt.wantSuccess || fl != tt.wantFailure {
 				t.Errorf("got refreshes success %v failure %v, want %v and %v", s, fl, tt.wantSuccess, tt.wantFailure)
 			}
-			c, err := (&Dialer{Addr: f.addr, TLSDir: dir, AuthFile: writeAuth(t, t.TempDir(), "pw")}).Dial(ctx)
+			c, err := (&Dialer{Addr: f.addr, TLSDir: dir, Credentials: login{User: "sidecar", Password: "pw"}}).Dial(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -218,6 +222,9 @@ func TestRefresher(t *testing.T) {
 			_ = r.Check(ctx)
 			if got := f.count("refresh_certs"); got != tt.wantRefreshes+boolInt(tt.refuseRefresh) {
 				t.Errorf("after a third check memcached got refresh_certs %d times, want %d", got, tt.wantRefreshes+boolInt(tt.refuseRefresh))
+			}
+			if got := r.Problem(); got != tt.wantProblem {
+				t.Errorf("problem %q, want %q", got, tt.wantProblem)
 			}
 		})
 	}

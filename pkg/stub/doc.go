@@ -116,4 +116,15 @@
 // cost a write per restart. A Warning Event goes with a Degraded condition when
 // that condition is first written, not on every retry (failure.go). The status
 // itself, and how the spec is checked, are package memcached's.
+//
+// # What the sidecars report
+//
+// What a pod's sidecar could not make memcached do (a certificate refresh, a
+// reload of the -Y file) is invisible to the kubelet and the pod stays Ready.
+// main.go starts a sidecarpoll.Poller, which asks the sidecars over the pod
+// network and queues a Memcached when a report of one of its pods changes;
+// the handler reads the reports (ReadSidecarReports) into the Degraded
+// condition and records a Warning Event when it is first written, with no
+// retry, since no step failed (TestReportsSidecarProblems). Why a poll, and
+// not a probe or the sidecar's container state, is in package sidecarpoll.
 package stub

@@ -11,6 +11,7 @@ import (
 	"github.com/example-inc/memcached-operator/pkg/memcached"
 	"github.com/operator-framework/operator-sdk/pkg/sdk"
 	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -57,7 +58,7 @@ type Handler struct {
 	client   Client
 	recorder record.EventRecorder
 	image    string
-	// sidecarImage runs beside memcached when a Memcached has TLS or monitoring.
+	// sidecarImage runs beside memcached when a Memcached has TLS, auth or monitoring.
 	sidecarImage string
 	now          func() metav1.Time
 	queue        workqueue.RateLimitingInterface
@@ -72,6 +73,25 @@ type Handler struct {
 	policy memcached.Policy
 	// observe, if set, is told the outcome of every reconcile.
 	observe ReconcileObserver
+	// sidecars, if set, tells what the pods' sidecars last reported.
+	sidecars SidecarReports
+}
+
+// SidecarReports tells what the sidecars of pods last reported they could
+// not make memcached do (see package sidecarpoll, which asks them). Run's
+// workers call it concurrently.
+type SidecarReports interface {
+	// Problems returns the problems of pods, sorted by pod name.
+	Problems(pods []*corev1.Pod) []memcached.SidecarProblem
+}
+
+// ReadSidecarReports makes the status of every Memcached report what its
+// pods' sidecars reported to r: Degraded=True naming the pod with the
+// sidecar's reason and message, and a Warning Event when that condition is
+// first written. The caller queues a Memcached (EnqueueMemcached) when
+// a report of one of its pods changes. Call it before h handles any event.
+func (h *Handler) ReadSidecarReports(r SidecarReports) {
+	h.sidecars = r
 }
 
 // ReconcileObserver is told how each reconcile ended: how long it took and
@@ -114,7 +134,7 @@ func NewHandler(client Client, recorder record.EventRecorder, image string) *Han
 }
 
 // UseSidecarImage makes h run image as the sidecar of memcached pods with
-// TLS or monitoring, instead of memcached.DefaultSidecarImage. Call it before h
+// TLS, auth or monitoring, instead of memcached.DefaultSidecarImage. Call it before h
 // handles any event.
 func (h *Handler) UseSidecarImage(image string) {
 	h.sidecarImage = image

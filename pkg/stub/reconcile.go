@@ -272,7 +272,7 @@ func (h *Handler) ensureProgressDeadline(d *appsv1.Deployment) *failure {
 // failure and the write's error are recorded on every attempt, and client-go's
 // event correlator folds the repeats into one Event each, with a count.
 func (h *Handler) updateStatus(m *v1alpha1.Memcached, want *desiredDeployment, d *appsv1.Deployment, applied bool, f *failure) error {
-	status, f := h.desiredStatus(m, want, d, applied, f)
+	status, f, warn := h.desiredStatus(m, want, d, applied, f)
 	err := h.writeStatus(m, status)
 	switch {
 	case errors.Is(err, errStale):
@@ -287,6 +287,11 @@ func (h *Handler) updateStatus(m *v1alpha1.Memcached, want *desiredDeployment, d
 		h.recorder.Event(m, corev1.EventTypeWarning, f.reason, f.Error())
 		return fmt.Errorf("%v; %v", f, err)
 	case f == nil:
+		// A sidecar's problem is no failed step, nothing to retry: the
+		// next report that changes brings the next reconcile.
+		if warn != nil && !reported(m.Status, warn) {
+			h.recorder.Event(m, corev1.EventTypeWarning, warn.reason, warn.Error())
+		}
 		return nil
 	}
 	if !reported(m.Status, f) {
@@ -296,25 +301,27 @@ func (h *Handler) updateStatus(m *v1alpha1.Memcached, want *desiredDeployment, d
 }
 
 // desiredStatus returns the status m should have after the steps before it,
-// with want, d, applied and f as updateStatus has them; and the failure to
-// report, which is f or, when the pods cannot be listed, that.
+// with want, d, applied and f as updateStatus has them; the failure to
+// report, which is f or, when the pods cannot be listed, that; and, without
+// one, the sidecar's problem that the status's Degraded condition reports,
+// if it reports one, for its Warning Event.
 //
 // Until the Deployment runs m's spec, the status reports the rollout of
 // what it runs instead, for the generation the operator last acted on
 // (see memcached.Observation.Behind): a refused spec never reads as one
 // whose roll is complete.
-func (h *Handler) desiredStatus(m *v1alpha1.Memcached, want *desiredDeployment, d *appsv1.Deployment, applied bool, f *failure) (v1alpha1.MemcachedStatus, *failure) {
+func (h *Handler) desiredStatus(m *v1alpha1.Memcached, want *desiredDeployment, d *appsv1.Deployment, applied bool, f *failure) (status v1alpha1.MemcachedStatus, failed, warn *failure) {
 	now := h.now()
 	if f != nil && f.reason == memcached.ReasonDeploymentNotOwned {
 		// None of the pods with m's labels are m's.
-		return memcached.NotOwnedStatus(m, f.Error(), now), f
+		return memcached.NotOwnedStatus(m, f.Error(), now), f, nil
 	}
 	pods, err := h.client.ListPods(m.Namespace, m.Name)
 	if err != nil {
 		if f == nil {
 			f = newFailure(memcached.ReasonPodListFailed, "failed to list pods of memcached %s/%s: %v", m.Namespace, m.Name, err)
 		}
-		return memcached.UnobservedStatus(m, !applied, f.reason, f.Error(), now), f
+		return memcached.UnobservedStatus(m, !applied, f.reason, f.Error(), now), f, nil
 	}
 	o := memcached.Observation{Pods: pods, TemplateHash: want.statusHash(), RollPending: want.rollPending(), Restoring: want.restoringMessage(), ServiceName: h.serviceName(m), Behind: !applied}
 	if want == nil {
@@ -329,10 +336,20 @@ func (h *Handler) desiredStatus(m *v1alpha1.Memcached, want *desiredDeployment, 
 			o.Deployed = &memcached.Rollout{Size: replicas(d), TemplateHash: memcached.TemplateOf(d)}
 		}
 	}
-	if f != nil {
-		return memcached.FailedStatus(m, o, f.reason, f.Error(), now), f
+	if h.sidecars != nil {
+		o.SidecarProblems = h.sidecars.Problems(pods)
 	}
-	return memcached.ComputeStatus(m, o, now), nil
+	if f != nil {
+		return memcached.FailedStatus(m, o, f.reason, f.Error(), now), f, nil
+	}
+	status = memcached.ComputeStatus(m, o, now)
+	if reason, message, ok := memcached.SidecarFailure(o); ok {
+		w := &failure{reason: reason, err: errors.New(message)}
+		if reported(status, w) {
+			warn = w
+		}
+	}
+	return status, nil, warn
 }
 
 // replicas returns d's spec.replicas, which the API server defaults to 1.

@@ -105,7 +105,9 @@ func (ns *namespace) startOperator(args ...string) *framework.Operator {
 		Kubeconfig:     kubeconfig,
 		WatchNamespace: ns.name,
 		LogFile:        filepath.Join(ns.dir, "operator.log"),
-		Args:           append([]string{"--log-level=debug"}, args...),
+		// KWOK's pods run no containers, so there is no sidecar to ask,
+		// and their IPs lead nowhere on this machine: the poll is off.
+		Args: append([]string{"--log-level=debug", "--sidecar-poll-interval=0"}, args...),
 	})
 	if err != nil {
 		t.Fatal(err)

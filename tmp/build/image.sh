@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # image.sh builds or pushes the operator image, or the sidecar image that the
-# memcached pods of Memcacheds with TLS or monitoring run, with docker, podman
+# memcached pods of Memcacheds with TLS, auth or monitoring run, with docker, podman
 # or buildah.
 #
 # Usage:

@@ -1,0 +1,216 @@
+package realnode
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/example-inc/memcached-operator/test/framework"
+)
+
+// reportBudget is issue 26's bound: a failure in the pod that the kubelet
+// cannot see shows on the Memcached within 2 minutes of the Secret's change.
+const reportBudget = 2 * time.Minute
+
+// TestRefreshFailureInStatus rotates the TLS Secret of a Memcached with TLS
+// alone (no monitoring: its sidecar serves the report only) to a certificate
+// that does not match its key. memcached keeps serving the old certificate,
+// the pod stays Ready and nothing restarts, and within reportBudget the
+// Memcached says Degraded=True CertificateRefreshFailed naming the pod and
+// the key mismatch, with a Warning Event of that reason, while Available
+// stays True. Rotated to a good pair, memcached serves it and Degraded
+// clears within reportBudget.
+func TestRefreshFailureInStatus(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const name, secret = "refresh-fails", "refresh-fails-tls"
+	ca := newTestCA(t)
+	certPEM, keyPEM, _ := ca.issue(t, 100)
+	applySecret(t, admin, secret, "kubernetes.io/tls", map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM})
+	applyMemcachedSpec(t, admin, name, "size: 1\ntls: {secretName: "+secret+"}")
+	o := waitServing(t, name, 1)
+	before := restartCounts(o)
+	pod := o.Memcached.Status.Nodes[0]
+	addr, err := podAddr(o, pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	badCert, _, _ := ca.issue(t, 101)
+	_, otherKey, _ := ca.issue(t, 102)
+	applySecret(t, admin, secret, "kubernetes.io/tls", map[string][]byte{"tls.crt": badCert, "tls.key": otherKey})
+	start := time.Now()
+	var degraded *framework.Condition
+	err = framework.Eventually(ctx, reportBudget, "Degraded=True CertificateRefreshFailed naming pod "+pod, func(ctx context.Context) error {
+		m, err := getMemcached(ctx, admin, name)
+		if err != nil {
+			return err
+		}
+		c := m.Condition("Degraded")
+		if c == nil || c.Status != "True" || c.Reason != "CertificateRefreshFailed" {
+			return fmt.Errorf("condition Degraded = %+v", c)
+		}
+		if !strings.Contains(c.Message, "pod "+pod+":") || !strings.Contains(c.Message, "private key does not match public key") {
+			return fmt.Errorf("Degraded's message %q names neither the pod nor the mismatch", c.Message)
+		}
+		if a := m.Condition("Available"); a == nil || a.Status != "True" {
+			return fmt.Errorf("condition Available = %+v, want True: memcached serves", a)
+		}
+		degraded = c
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%v after the Secret's change: Degraded=True %s: %s", time.Since(start).Round(time.Second), degraded.Reason, degraded.Message)
+	var events struct {
+		Items []struct {
+			Type, Reason, Message string
+		} `json:"items"`
+	}
+	if err := admin.GetJSON(ctx, &events, "events", "--field-selector", "type=Warning,reason=CertificateRefreshFailed,involvedObject.kind=Memcached,involvedObject.name="+name); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range events.Items {
+		found = found || e.Message == degraded.Message
+	}
+	if !found {
+		t.Errorf("Warning Events CertificateRefreshFailed about memcached %s: %+v, want one with Degraded's message", name, events.Items)
+	}
+	c, peer, err := dialTLS(ctx, addr, ca, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if peer.SerialNumber.Int64() != 100 {
+		t.Errorf("memcached serves serial %s while the mounted pair does not load, want the old 100", peer.SerialNumber)
+	}
+
+	goodCert, goodKey, _ := ca.issue(t, 103)
+	applySecret(t, admin, secret, "kubernetes.io/tls", map[string][]byte{"tls.crt": goodCert, "tls.key": goodKey})
+	start = time.Now()
+	err = framework.Eventually(ctx, reportBudget, "memcached to serve the good pair and Degraded to clear", func(ctx context.Context) error {
+		c, peer, err := dialTLS(ctx, addr, ca, nil)
+		if err != nil {
+			return err
+		}
+		c.Close()
+		if peer.SerialNumber.Int64() != 103 {
+			return fmt.Errorf("memcached serves serial %s", peer.SerialNumber)
+		}
+		m, err := getMemcached(ctx, admin, name)
+		if err != nil {
+			return err
+		}
+		if d := m.Condition("Degraded"); d == nil || d.Status != "False" || d.Reason != "AsExpected" {
+			return fmt.Errorf("condition Degraded = %+v", d)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%v after the good pair: serial 103 served, Degraded=False AsExpected", time.Since(start).Round(time.Second))
+	after, err := framework.Observe(ctx, admin, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := restartCounts(after); fmt.Sprint(got) != fmt.Sprint(before) {
+		t.Errorf("restart counts went from %v to %v, want them unchanged and the same pod", before, got)
+	}
+}
+
+// TestMalformedPasswordsInStatus edits the auth Secret of a Memcached with
+// auth alone to a -Y file with an empty line, which memcached would refuse
+// whole: the sidecar sends no SIGHUP, memcached keeps the old password, and
+// within reportBudget the Memcached says Degraded=True AuthReloadFailed
+// naming the pod and the line, with a Warning Event. Fixed, the new
+// password logs in and Degraded clears within reportBudget.
+func TestMalformedPasswordsInStatus(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const name, secret = "malformed-users", "malformed-users-auth"
+	applySecret(t, admin, secret, "Opaque", map[string][]byte{"passwords": []byte("app:old-password\n")})
+	applyMemcachedSpec(t, admin, name, "size: 1\nauth: {secretName: "+secret+"}")
+	o := waitServing(t, name, 1)
+	before := restartCounts(o)
+	pod := o.Memcached.Status.Nodes[0]
+	addr, err := podAddr(o, pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	login := func(ctx context.Context, user, password string) (string, error) {
+		c, err := dialPlain(ctx, addr)
+		if err != nil {
+			return "", err
+		}
+		defer c.Close()
+		return c.login(user, password)
+	}
+
+	applySecret(t, admin, secret, "Opaque", map[string][]byte{"passwords": []byte("app:old-password\n\nnew:new-password\n")})
+	start := time.Now()
+	var degraded *framework.Condition
+	err = framework.Eventually(ctx, reportBudget, "Degraded=True AuthReloadFailed naming pod "+pod, func(ctx context.Context) error {
+		m, err := getMemcached(ctx, admin, name)
+		if err != nil {
+			return err
+		}
+		c := m.Condition("Degraded")
+		if c == nil || c.Status != "True" || c.Reason != "AuthReloadFailed" || !strings.Contains(c.Message, "pod "+pod+":") || !strings.Contains(c.Message, "line 2 is not user:password") {
+			return fmt.Errorf("condition Degraded = %+v", c)
+		}
+		degraded = c
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%v after the Secret's change: Degraded=True %s: %s", time.Since(start).Round(time.Second), degraded.Reason, degraded.Message)
+	var events struct {
+		Items []struct{ Message string } `json:"items"`
+	}
+	if err := admin.GetJSON(ctx, &events, "events", "--field-selector", "type=Warning,reason=AuthReloadFailed,involvedObject.kind=Memcached,involvedObject.name="+name); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range events.Items {
+		found = found || e.Message == degraded.Message
+	}
+	if !found {
+		t.Errorf("Warning Events AuthReloadFailed about memcached %s: %+v, want one with Degraded's message", name, events.Items)
+	}
+	if reply, err := login(ctx, "app", "old-password"); err != nil || reply != "STORED" {
+		t.Errorf("the old password while the file is malformed: %q, %v; want STORED", reply, err)
+	}
+
+	applySecret(t, admin, secret, "Opaque", map[string][]byte{"passwords": []byte("new:new-password\n")})
+	start = time.Now()
+	err = framework.Eventually(ctx, reportBudget, "the new password to log in and Degraded to clear", func(ctx context.Context) error {
+		if reply, err := login(ctx, "new", "new-password"); err != nil || reply != "STORED" {
+			return fmt.Errorf("login as new: %q, %v", reply, err)
+		}
+		m, err := getMemcached(ctx, admin, name)
+		if err != nil {
+			return err
+		}
+		if d := m.Condition("Degraded"); d == nil || d.Status != "False" || d.Reason != "AsExpected" {
+			return fmt.Errorf("condition Degraded = %+v", d)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%v after the fix: the new password logs in, Degraded=False AsExpected", time.Since(start).Round(time.Second))
+	after, err := framework.Observe(ctx, admin, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := restartCounts(after); fmt.Sprint(got) != fmt.Sprint(before) {
+		t.Errorf("restart counts went from %v to %v, want them unchanged and the same pod", before, got)
+	}
+}

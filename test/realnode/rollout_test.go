@@ -1036,7 +1036,9 @@ func TestDeletedPodServesWhileItLeavesTheService(t *testing.T) {
 	const (
 		name = "draining"
 		// servesFor is how long after the delete memcached must still answer:
-		// the preStop sleep of 5 s, less a second for a loaded machine.
+		// the preStop sleep of 5 s begins only when the kubelet sees the
+		// delete, after the test took its time, so this holds on a machine of
+		// any speed; the second less spares a read already under way.
 		servesFor = 4 * time.Second
 		// goneWithin bounds the deletion: the 15 s grace period, plus time for
 		// the kubelet to report and the API server to remove the pod.
@@ -1060,32 +1062,44 @@ func TestDeletedPodServesWhileItLeavesTheService(t *testing.T) {
 	if _, err := admin.Run(ctx, "delete", "pod", pod.Metadata.Name, "--wait=false"); err != nil {
 		t.Fatal(err)
 	}
-	var leftService time.Duration
-	for since := time.Duration(0); since < servesFor; since = time.Since(deleted) {
-		if err := framework.MemcachedGet(addr, "draining", "still here"); err != nil {
-			t.Fatalf("%v after the delete, memcached in pod %s no longer answers, want it to serve through the preStop pause: %v",
-				since.Round(time.Millisecond), pod.Metadata.Name, err)
+	// Each round reads the endpoints first and asks memcached after, so an
+	// endpoint seen not ready and an answer after it prove the order the
+	// drain promises, whatever either read costs on a loaded machine. The
+	// rounds go on until both are proven, or memcached stops answering.
+	var leftService, notListed time.Duration
+	for {
+		since := time.Since(deleted)
+		if since >= goneWithin {
+			t.Fatalf("memcached in pod %s still answers %v after the delete", pod.Metadata.Name, since.Round(time.Millisecond))
 		}
-		if leftService == 0 {
+		if leftService == 0 && notListed == 0 {
 			all, ready, err := serviceEndpoints(ctx, name)
 			if err != nil {
 				t.Fatal(err)
 			}
-			listedReady := false
-			for _, e := range all {
-				if e.Pod == pod.Metadata.Name && ready[e.id()] {
-					listedReady = true
-				}
-			}
-			if !listedReady {
-				leftService = time.Since(deleted)
-				t.Logf("%v after the delete, the Service no longer lists pod %s as ready; memcached still answers", leftService.Round(time.Millisecond), pod.Metadata.Name)
+			if !slices.ContainsFunc(all, func(e memcachedEndpoint) bool { return e.Pod == pod.Metadata.Name && ready[e.id()] }) {
+				notListed = time.Since(deleted)
 			}
 		}
+		if err := framework.MemcachedGet(addr, "draining", "still here"); err != nil {
+			stopped := time.Since(deleted)
+			if stopped < servesFor {
+				t.Fatalf("%v after the delete, memcached in pod %s no longer answers, want it to serve through the preStop pause: %v",
+					stopped.Round(time.Millisecond), pod.Metadata.Name, err)
+			}
+			if leftService == 0 {
+				t.Errorf("memcached in pod %s stopped answering %v after its delete, and the Service listed it as ready until then", pod.Metadata.Name, stopped.Round(time.Millisecond))
+			}
+			break
+		}
+		if notListed != 0 && leftService == 0 {
+			leftService = notListed
+			t.Logf("%v after the delete, the Service no longer lists pod %s as ready; memcached still answers", leftService.Round(time.Millisecond), pod.Metadata.Name)
+		}
+		if leftService != 0 && time.Since(deleted) >= servesFor {
+			break
+		}
 		time.Sleep(200 * time.Millisecond)
-	}
-	if leftService == 0 {
-		t.Errorf("the Service still listed pod %s as ready %v after its delete", pod.Metadata.Name, servesFor)
 	}
 	err = framework.Eventually(ctx, goneWithin-time.Since(deleted), "pod "+pod.Metadata.Name+" to be gone", func(ctx context.Context) error {
 		out, err := admin.Run(ctx, "get", "pod", pod.Metadata.Name, "--ignore-not-found", "-o", "name")

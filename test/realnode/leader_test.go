@@ -53,6 +53,14 @@ func TestLeaderFailover(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// When the Deployment was scaled is taken from a watch, which
+		// delivers the change within milliseconds, not from the poll below,
+		// whose kubectl calls take a second or more on a loaded machine.
+		scaled, stopWatch, err := watchReplicas(k, "failover", size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(stopWatch)
 
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatalf("kill leader process %d: %v", pid, err)
@@ -66,7 +74,7 @@ func TestLeaderFailover(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		var tookOver, applied time.Duration
+		var tookOver time.Duration
 		var successor string
 		err = framework.EventuallyEvery(ctx, 3*failoverBudget, 100*time.Millisecond, "a standby to lead and scale deployment failover to "+strconv.Itoa(size), func(ctx context.Context) error {
 			if tookOver == 0 {
@@ -94,12 +102,17 @@ func TestLeaderFailover(t *testing.T) {
 			if d.Spec.Replicas == nil || *d.Spec.Replicas != size {
 				return fmt.Errorf("deployment failover spec.replicas = %v", framework.Deref(d.Spec.Replicas))
 			}
-			applied = time.Since(killed)
 			return nil
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
+		at, err := scaled(readyTimeout)
+		stopWatch()
+		if err != nil {
+			t.Fatal(err)
+		}
+		applied := at.Sub(killed)
 		role := "the standby"
 		if successor != standby.Metadata.Name {
 			role = "the pod that replaced it"
@@ -130,6 +143,39 @@ func TestLeaderFailover(t *testing.T) {
 			}
 		}
 	}
+}
+
+// watchReplicas starts a watch of Deployment name and returns a function
+// that waits up to a timeout for the moment the watch delivered it with
+// spec.replicas size, and one that stops the watch. The Deployment must not
+// have size yet.
+func watchReplicas(k framework.Kubectl, name string, size int) (func(time.Duration) (time.Time, error), func(), error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	at := make(chan time.Time, 1)
+	ended, err := k.Watch(ctx, func(ev framework.WatchEvent) {
+		var d framework.Deployment
+		if ev.Decode(&d) == nil && d.Spec.Replicas != nil && *d.Spec.Replicas == size {
+			select {
+			case at <- time.Now():
+			default: // only the first counts
+			}
+		}
+	}, "deployment", name)
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	wait := func(timeout time.Duration) (time.Time, error) {
+		select {
+		case t := <-at:
+			return t, nil
+		case err := <-ended:
+			return time.Time{}, fmt.Errorf("the watch of deployment %s ended before it showed %d replicas: %v", name, size, err)
+		case <-time.After(timeout):
+			return time.Time{}, fmt.Errorf("the watch of deployment %s showed no %d replicas in %v", name, size, timeout)
+		}
+	}
+	return wait, cancel, nil
 }
 
 // requireLiveOperatorPod fails unless name is a live operator pod of k's namespace.

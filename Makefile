@@ -153,16 +153,23 @@ olm-catalog: ## Render the CSV for VERSION (replacing REPLACES) into deploy/olm-
 ##@ Test
 
 .PHONY: test
-test: verify unit e2e ## Run everything CI runs: verify, unit tests, then the end-to-end suites.
+test: no-demo verify unit e2e ## Run everything CI runs: verify, unit tests, then the end-to-end suites.
 
 .PHONY: e2e
-e2e: build tools ## Run the end-to-end suites (fake nodes, real node, image, OLM) against local clusters.
+e2e: no-demo build tools ## Run the end-to-end suites (fake nodes, real node, image, OLM) against local clusters.
 	@registry_was_up=false; test/scripts/registry.sh status && registry_was_up=true; \
 	test/scripts/install-deps.sh test; \
 	test/scripts/images.sh build; \
 	rc=0; (cd test && $(SHARED_ENV) go test $(SHARED_FLAGS) -count=1 -timeout 40m -parallel $(E2E_PARALLEL) -v ./...) || rc=$$?; \
 	$$registry_was_up || test/scripts/registry.sh down; \
 	exit $$rc
+
+# no-demo stops `make test` and `make e2e` before they build anything while `make demo`
+# is up: their suites start clusters, a real node and the registry of their own, and
+# one real node runs per machine. It says to run `make demo-down`.
+.PHONY: no-demo
+no-demo:
+	@test/scripts/demo.sh require-down
 
 .PHONY: bench
 bench: build tools ## Measure N Memcached resources (N=1000 SIZE=2) against N plain Deployments and against their children without the operator, and the memory against the shipped limit; writes tmp/_output/bench/result.json.

@@ -109,8 +109,16 @@
 // from the previous write or the Deployment's creation (progress.go), since
 // each write costs the API server a validation and an etcd write and every
 // Memcached watcher an event. A status that says more is written at once: the
-// end of the progress, a failure, a new observedGeneration, or any condition
-// whose status changes (TestProgressOnly, TestNewMemcachedGetsOneStatusWrite).
+// end of the progress, a failure, a new observedGeneration, any condition
+// whose status changes (TestProgressOnly, TestNewMemcachedGetsOneStatusWrite),
+// and the start of a roll. A roll's first status, Progressing True
+// RollingUpdate, is never held: it says that pods are being replaced from now
+// on, and a status that went on saying Complete or RollPending while they are
+// would be wrong, not merely late; so every roll, however fast, shows in the
+// status and to a watch of it. A roll the spec asks for starts with a new
+// observedGeneration anyway; a paced roll that gets its slot costs one write
+// more, once per roll (rollStarts, TestARollStartIsWrittenAtOnce). The steps
+// of a roll after its start are held like any progress.
 // The failing pod reported is the first by name, and the kubelet's back-off
 // delays and restart counts are left out of messages, so a crash loop does not
 // cost a write per restart. A Warning Event goes with a Degraded condition when

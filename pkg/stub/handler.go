@@ -190,10 +190,10 @@ func (h *Handler) EnforcePolicy(p memcached.Policy) {
 
 // ReportProgressEvery makes h write the status of a Memcached whose pods are
 // still starting, scaling or rolling at most once per interval, counted from
-// its previous status write or the creation of its Deployment; the end of
-// the progress, failures and new generations are written at once (see
-// progressReports). 0, the default, writes every change. Call it before h
-// handles any event.
+// its previous status write or the creation of its Deployment; the start
+// of a roll, the end of the progress, failures and new generations are
+// written at once (see progressReports). 0, the default, writes every
+// change. Call it before h handles any event.
 func (h *Handler) ReportProgressEvery(interval time.Duration) {
 	h.progress = newProgressReports(interval)
 }

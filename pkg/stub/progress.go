@@ -19,7 +19,7 @@ import (
 // Deployment; a new Memcached whose pods are Ready within the interval thus
 // gets a single write. Everything else is written at once: the end of the
 // progress, a failure, a new generation, a condition that changes its
-// status.
+// status, the start of a roll.
 type progressReports struct {
 	interval time.Duration
 	clock    func() time.Time
@@ -87,11 +87,11 @@ func (p *progressReports) forget(key string) {
 
 // progressOnly reports whether next, replacing stored, only tells that the
 // pods have come further: next is still in progress (see inProgress), for
-// the generation that stored reports, if any, and no condition that stored
-// holds changes its status. Pod names, counts, reasons and messages may
-// differ.
+// the generation that stored reports, if any, no condition that stored
+// holds changes its status, and no roll starts (see rollStarts). Pod names,
+// counts, other reasons and messages may differ.
 func progressOnly(stored, next v1alpha1.MemcachedStatus) bool {
-	if !inProgress(next) {
+	if !inProgress(next) || rollStarts(stored, next) {
 		return false
 	}
 	if stored.ObservedGeneration != 0 && stored.ObservedGeneration != next.ObservedGeneration {
@@ -103,6 +103,26 @@ func progressOnly(stored, next v1alpha1.MemcachedStatus) bool {
 		}
 	}
 	return true
+}
+
+// rollStarts reports whether next is the first status of a roll: its
+// Progressing reason is RollingUpdate and stored's is not. The start of a
+// roll is written at once, never held as progress. It tells the user, and
+// whatever waits on the status, that the pods are being replaced from now
+// on; a status that kept saying RollPending or Complete for up to an
+// interval while pods are already being replaced would be wrong, not just
+// late. A roll that the spec asks for starts with a new observedGeneration,
+// which is written at once anyway; this covers a paced roll that gets its
+// slot (RollPending to RollingUpdate within one generation). It costs at
+// most one write per roll, and the steps of the roll after it are still
+// held.
+func rollStarts(stored, next v1alpha1.MemcachedStatus) bool {
+	n := memcached.FindCondition(next.Conditions, v1alpha1.MemcachedProgressing)
+	if n == nil || n.Reason != memcached.ReasonRollingUpdate {
+		return false
+	}
+	s := memcached.FindCondition(stored.Conditions, v1alpha1.MemcachedProgressing)
+	return s == nil || s.Reason != memcached.ReasonRollingUpdate
 }
 
 // inProgress reports whether status says the pods are still changing

@@ -1,6 +1,8 @@
 package stub
 
 import (
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -8,6 +10,7 @@ import (
 	"github.com/example-inc/memcached-operator/pkg/memcached"
 	"github.com/example-inc/memcached-operator/pkg/memcached/memcachedtest"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // statusOf returns the status the handler computes for m over pods.
@@ -30,6 +33,11 @@ func TestProgressOnly(t *testing.T) {
 	}
 	resized := withStored(ready...)
 	resized.Generation, resized.Spec.Size = 2, 3
+	// A roll of ready's two pods: both old, then one replaced.
+	rollStart := []*corev1.Pod{stalePod(m, "example-a", true), stalePod(m, "example-b", true)}
+	rollHalf := []*corev1.Pod{memcachedtest.NewPod(m, "example-c", corev1.PodRunning, true), stalePod(m, "example-b", true)}
+	pending := statusOf(m, ready...)
+	pending.Conditions = setProgressing(pending.Conditions, corev1.ConditionTrue, memcached.ReasonRollPending)
 
 	tests := []struct {
 		name   string
@@ -45,6 +53,9 @@ func TestProgressOnly(t *testing.T) {
 		{name: "a ready pod is lost", stored: statusOf(m, ready...), next: statusOf(m, halfReady...), want: false},
 		{name: "a new generation", stored: m.Status, next: statusOf(resized, ready...), want: true},
 		{name: "a new generation over an observed one", stored: statusOf(m, ready...), next: statusOf(resized, ready...), want: false},
+		{name: "a paced roll gets its slot", stored: pending, next: statusOf(m, rollStart...), want: false},
+		{name: "a roll's first status", stored: m.Status, next: statusOf(m, rollStart...), want: false},
+		{name: "a roll replaces a pod", stored: statusOf(m, rollStart...), next: statusOf(m, rollHalf...), want: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -53,6 +64,18 @@ func TestProgressOnly(t *testing.T) {
 			}
 		})
 	}
+}
+
+// setProgressing returns conditions with the Progressing condition's
+// status and reason replaced.
+func setProgressing(conditions []v1alpha1.MemcachedCondition, status corev1.ConditionStatus, reason string) []v1alpha1.MemcachedCondition {
+	out := append([]v1alpha1.MemcachedCondition(nil), conditions...)
+	for i := range out {
+		if out[i].Type == v1alpha1.MemcachedProgressing {
+			out[i].Status, out[i].Reason = status, reason
+		}
+	}
+	return out
 }
 
 func TestProgressReportsHold(t *testing.T) {
@@ -162,5 +185,45 @@ func TestHeldProgressIsWrittenLater(t *testing.T) {
 	}
 	if len(f.client.statuses) != 1 || !inProgress(f.client.statuses[0]) || len(f.client.statuses[0].Nodes) != 1 {
 		t.Fatalf("wrote %+v, want the progress: one pod listed, Progressing True", f.client.statuses)
+	}
+}
+
+// TestARollStartIsWrittenAtOnce follows a paced roll under an interval of
+// an hour: a waits for b's slot (RollPending), and once b's roll ends and a
+// gets the slot, a's RollingUpdate is written at once, not an hour later.
+// The steps of its roll after that are held.
+func TestARollStartIsWrittenAtOnce(t *testing.T) {
+	ms, objs := fleet("a", "b")
+	f := newFixture(t, objs...)
+	f.handler.PaceRolls(intstr.FromInt(1))
+	f.handler.ReportProgressEvery(time.Hour)
+
+	f.handleAll(ms[1], ms[0])
+	if got, want := f.templatePatches(), []string{"b"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("patched %v, want %v", got, want)
+	}
+	if c := f.progressing("a"); c.Status != corev1.ConditionTrue || c.Reason != memcached.ReasonRollPending {
+		t.Fatalf("memcached a: Progressing %s %s, want True %s while b holds the slot", c.Status, c.Reason, memcached.ReasonRollPending)
+	}
+	if c := f.progressing("b"); c.Status != corev1.ConditionTrue || c.Reason != memcached.ReasonRollingUpdate {
+		t.Fatalf("memcached b: Progressing %s %s, want True %s", c.Status, c.Reason, memcached.ReasonRollingUpdate)
+	}
+
+	f.finishRoll(ms[1])
+	f.handleAll(ms[1])
+	if got, want := f.templatePatches(), []string{"a"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("after b's roll patched %v, want %v", got, want)
+	}
+	c := f.progressing("a")
+	if c.Status != corev1.ConditionTrue || c.Reason != memcached.ReasonRollingUpdate {
+		t.Fatalf("memcached a: Progressing %s %s once it has the slot, want True %s written at once", c.Status, c.Reason, memcached.ReasonRollingUpdate)
+	}
+
+	// One of a's two old pods replaced: progress only, held.
+	f.client.pods = slices.DeleteFunc(f.client.pods, func(p *corev1.Pod) bool { return p.Name == "a-old-a" })
+	f.client.pods = append(f.client.pods, memcachedtest.NewPod(ms[0], "a-new-0", corev1.PodRunning, true))
+	f.handleAll(f.client.memcacheds["test/a"])
+	if now := f.progressing("a"); now.Message != c.Message {
+		t.Errorf("memcached a: Progressing message %q after one pod of its roll, want %q held for the interval", now.Message, c.Message)
 	}
 }

@@ -1,18 +1,13 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
-	"os"
-	"os/exec"
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -729,112 +724,36 @@ func TestSpread(t *testing.T) {
 	}
 }
 
-// statusRecorder follows a Memcached with `kubectl get --watch`, as a user
-// would, and keeps the sequence of its Progressing condition. On KWOK a roll
-// of three pods takes a few seconds, and a status that holds for less than a
-// second between two writes can slip between polls; the watch sees every
-// write.
-type statusRecorder struct {
-	cmd    *exec.Cmd
-	stderr bytes.Buffer
-	first  chan struct{}
-	done   chan struct{}
-	stop   func()
-
-	mu sync.Mutex
-	// progressing are the Progressing conditions seen, as "Status/Reason",
-	// consecutive repeats dropped.
-	progressing []string
-	err         error
-}
-
-// recordStatus starts a statusRecorder on Memcached name and returns once it
-// has the Memcached's current state, so that no later change is missed.
-func (ns *namespace) recordStatus(name string) *statusRecorder {
-	t := ns.t
-	t.Helper()
-	r := &statusRecorder{first: make(chan struct{}), done: make(chan struct{})}
-	r.cmd = exec.Command(paths.Tool("kubectl"), "--kubeconfig", cluster.Kubeconfig, "--namespace", ns.name,
-		"get", "memcached", name, "--watch", "--output=json")
-	r.cmd.Env = append(os.Environ(), "KUBECACHEDIR="+paths.KubeCacheDir())
-	r.cmd.Stderr = &r.stderr
-	// The watch must not outlive a test binary killed by a timeout.
-	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stdout, err := r.cmd.StdoutPipe()
+// recordStatus starts a framework.StatusRecorder on Memcached name, which
+// the test's end stops. On KWOK a roll of three pods takes a few seconds,
+// and a status that holds for less than a second between two writes can
+// slip between polls; the watch sees every write.
+func (ns *namespace) recordStatus(name string) *framework.StatusRecorder {
+	ns.t.Helper()
+	r, err := framework.RecordStatus(ns.kubectl, name)
 	if err != nil {
-		t.Fatal(err)
+		ns.t.Fatal(err)
 	}
-	if err := r.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer close(r.done)
-		var once sync.Once
-		dec := json.NewDecoder(stdout)
-		for {
-			var m framework.Memcached
-			if err := dec.Decode(&m); err != nil {
-				r.mu.Lock()
-				r.err = err
-				r.mu.Unlock()
-				return
-			}
-			state := "absent"
-			if c := m.Condition("Progressing"); c != nil {
-				state = c.Status + "/" + c.Reason
-			}
-			r.mu.Lock()
-			if n := len(r.progressing); n == 0 || r.progressing[n-1] != state {
-				r.progressing = append(r.progressing, state)
-			}
-			r.mu.Unlock()
-			once.Do(func() { close(r.first) })
-		}
-	}()
-	var stopOnce sync.Once
-	r.stop = func() {
-		stopOnce.Do(func() {
-			_ = r.cmd.Process.Kill() // it may have exited already
-			<-r.done                 // stdout is read to its end before Wait
-			_ = r.cmd.Wait()
-		})
-	}
-	t.Cleanup(r.stop)
-	select {
-	case <-r.first:
-	case <-r.done:
-		r.stop()
-		t.Fatalf("kubectl get memcached %s --watch ended before it printed the memcached: %v: %s", name, r.err, r.stderr.String())
-	case <-time.After(30 * time.Second):
-		r.stop()
-		t.Fatalf("kubectl get memcached %s --watch printed nothing in 30s: %s", name, r.stderr.String())
-	}
+	ns.t.Cleanup(r.Stop)
 	return r
 }
 
-// finish waits until the watch has seen the Progressing state final, which
-// the caller has already read with a GET: its watch event may still be on the
-// way. Then it stops the watch and returns the states it saw.
-func (r *statusRecorder) finish(t testing.TB, final string) []string {
+// finishRecording waits until r has seen the Progressing state final, which
+// the caller has already read with a GET: its watch event may still be on
+// the way. Then it stops r and returns the Progressing states it saw.
+func finishRecording(t testing.TB, r *framework.StatusRecorder, final string) []string {
 	t.Helper()
-	err := framework.Eventually(context.Background(), 30*time.Second, "the watch to see Progressing "+final, func(context.Context) error {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if n := len(r.progressing); n > 0 && r.progressing[n-1] == final {
+	err := r.WaitFor(30*time.Second, "the watch to see Progressing "+final, func(samples []framework.StatusSample) error {
+		if n := len(samples); n > 0 && samples[n-1].Progressing == final {
 			return nil
 		}
-		if r.err != nil {
-			return framework.Permanent(fmt.Errorf("the watch ended: %v", r.err))
-		}
-		return fmt.Errorf("it has seen %v", r.progressing)
+		return fmt.Errorf("it has seen %v", samples)
 	})
-	r.stop()
+	r.Stop()
 	if err != nil {
-		t.Errorf("%v (kubectl's standard error: %q)", err, r.stderr.String())
+		t.Error(err)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.progressing)
+	return r.Progressing()
 }
 
 // waitRolledOut waits until Memcached name has converged on size with every
@@ -1061,7 +980,7 @@ description: memcached pods of the e2e test in namespace %s
 			if kept := intersect(beforePods, after.Memcached.Status.Nodes); len(kept) > 0 {
 				t.Errorf("status.nodes %v still lists pods of the old template: %v", after.Memcached.Status.Nodes, kept)
 			}
-			seen := rec.finish(t, "False/Complete")
+			seen := finishRecording(t, rec, "False/Complete")
 			t.Logf("Progressing went %s", strings.Join(seen, " -> "))
 			if !slices.Contains(seen, "True/RollingUpdate") || seen[len(seen)-1] != "False/Complete" {
 				t.Errorf("Progressing went %v, want True/RollingUpdate during the roll and False/Complete at the end", seen)
@@ -1081,7 +1000,7 @@ description: memcached pods of the e2e test in namespace %s
 		if after.hash() != before.hash() {
 			t.Errorf("%s changed from %q to %q on a scale", templateHashAnnotation, before.hash(), after.hash())
 		}
-		seen := rec.finish(t, "False/Complete")
+		seen := finishRecording(t, rec, "False/Complete")
 		t.Logf("Progressing went %s", strings.Join(seen, " -> "))
 		if slices.Contains(seen, "True/RollingUpdate") || !slices.Contains(seen, "True/Scaling") {
 			t.Errorf("Progressing went %v, want True/Scaling and never RollingUpdate", seen)

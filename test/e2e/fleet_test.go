@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +22,12 @@ import (
 // --max-concurrent-rolls of them roll at once, through a restart of the
 // operator in the middle, that a resource whose own spec changes does not
 // wait for its turn, and that all end on the new template.
+//
+// The middle of the fleet roll is held, not hoped for: a ResourceQuota of
+// exactly the pods that run admits no surge pod, so the rolls that got a
+// slot cannot finish and the others wait for as long as the test needs,
+// however fast the machine. The spec change and the operator's kill happen
+// in that state; then the quota goes and the fleet rolls on.
 func TestFleetRoll(t *testing.T) {
 	t.Parallel()
 	const (
@@ -50,6 +57,7 @@ func TestFleetRoll(t *testing.T) {
 	kube := kubeClient(t)
 	sampler := startRollSampler(kube, ns.name, oldImage, newImage)
 	defer sampler.stop()
+	holdSurges(t, ns, resources*size)
 
 	start := time.Now()
 	if err := op.Stop(30 * time.Second); err != nil {
@@ -62,19 +70,22 @@ func TestFleetRoll(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// A resource that waits for its turn gets its own spec change at once.
-	var changed string
-	ns.eventually("resources to wait for a roll slot", func(ctx context.Context) error {
-		pending, err := ns.rollPending(ctx)
-		if err != nil {
+	// limit resources got a slot and hold it, since their surge pods are
+	// refused; the others wait.
+	var pending []string
+	ns.eventually(fmt.Sprintf("%d resources to wait for a roll slot", resources-limit), func(ctx context.Context) error {
+		var err error
+		if pending, err = ns.rollPending(ctx); err != nil {
 			return err
 		}
-		if len(pending) < 2 {
+		if len(pending) != resources-limit {
 			return fmt.Errorf("%d resources with Progressing reason RollPending: %v", len(pending), pending)
 		}
-		changed = pending[len(pending)-1]
 		return nil
 	})
+
+	// A resource that waits for its turn gets its own spec change at once.
+	changed := pending[len(pending)-1]
 	sampler.exclude(changed)
 	ns.run("patch", "memcached", changed, "--type=merge", "-p", fmt.Sprintf(`{"spec":{"extraArgs":[%q]}}`, userArg))
 	ns.eventually("the changed resource's own roll to start while others still wait", func(ctx context.Context) error {
@@ -98,18 +109,14 @@ func TestFleetRoll(t *testing.T) {
 	})
 
 	// An operator killed in the middle of the fleet roll counts the rolls
-	// in flight from the cluster when it comes back.
-	ns.eventually("a few rolls to finish", func(ctx context.Context) error {
-		if done := sampler.snapshot().done; done < limit {
-			return fmt.Errorf("%d resources rolled", done)
-		}
-		return nil
-	})
+	// in flight from the cluster when it comes back; the rest of the roll
+	// then runs under the new process.
 	op.Kill()
-	t.Logf("killed the operator with %d of %d resources rolled", sampler.snapshot().done, resources)
+	t.Logf("killed the operator with %d of %d resources rolled and %d rolls in flight", sampler.snapshot().done, resources, limit)
 	if err := op.Start(); err != nil {
 		t.Fatal(err)
 	}
+	ns.run("delete", "quota", surgeQuota)
 
 	err := framework.Eventually(context.Background(), 5*time.Minute, "every resource to roll to "+newImage, func(ctx context.Context) error {
 		for _, name := range names {
@@ -146,6 +153,25 @@ func TestFleetRoll(t *testing.T) {
 	if s.max == 0 {
 		t.Errorf("no sample saw a roll in flight in %d samples: the sampler is blind", s.samples)
 	}
+}
+
+// surgeQuota is the ResourceQuota of holdSurges.
+const surgeQuota = "no-surge"
+
+// holdSurges creates a ResourceQuota that admits pods pods in ns, as many as
+// run there, and waits until its controller has counted them: from then on
+// no surge pod is admitted, so no roll can finish until the test deletes the
+// quota (surgeQuota).
+func holdSurges(t *testing.T, ns *namespace, pods int) {
+	t.Helper()
+	ns.run("create", "quota", surgeQuota, fmt.Sprintf("--hard=pods=%d", pods))
+	ns.eventually("quota "+surgeQuota+" to count the pods", func(ctx context.Context) error {
+		out, err := ns.kubectl.Run(ctx, "get", "quota", surgeQuota, "-o", "jsonpath={.status.used.pods}")
+		if err != nil || strings.TrimSpace(out) != strconv.Itoa(pods) {
+			return fmt.Errorf("status.used.pods = %q (%v), want %d", out, err, pods)
+		}
+		return nil
+	})
 }
 
 // rollPending returns the Memcacheds whose Progressing reason is

@@ -165,7 +165,7 @@ func TestDrift(t *testing.T) {
 			{"the Service's labels", []string{"label", "service", "cache", "app-", "memcached_cr=someone", "--overwrite"}},
 		}
 		for i, e := range edits {
-			var status *statusRecorder
+			var status *framework.StatusRecorder
 			if i == 0 {
 				status = ns.recordStatus("cache")
 			}
@@ -186,7 +186,7 @@ func TestDrift(t *testing.T) {
 			if status != nil {
 				// Written by the reconcile that put the template back, so
 				// that a watch sees it however fast the pods roll back.
-				if seen := status.finish(t, "False/Complete"); !slices.Contains(seen, "True/Restoring") {
+				if seen := finishRecording(t, status, "False/Complete"); !slices.Contains(seen, "True/Restoring") {
 					t.Errorf("Progressing states while the image was put back: %v, want True/Restoring among them", seen)
 				}
 			}
@@ -480,31 +480,47 @@ func TestOperatorRestart(t *testing.T) {
 		return
 	}
 	t.Run("killed part-way through a burst of changes it converges after a restart", func(t *testing.T) {
-		const burst = 8
+		const burst, admitted = 8, 4
 		before := ns.snapshot("cache")
+		// A quota on Deployments holds the burst part-way, however fast the
+		// machine: the operator creates admitted of the burst's Deployments
+		// and keeps retrying the others, until the quota goes.
+		ns.run("create", "quota", "burst", fmt.Sprintf("--hard=count/deployments.apps=%d", 2+admitted))
+		ns.eventually("quota burst to count the deployments of cache and later", func(ctx context.Context) error {
+			var q struct {
+				Status struct {
+					Used map[string]string `json:"used"`
+				} `json:"status"`
+			}
+			if err := ns.kubectl.GetJSON(ctx, &q, "quota", "burst"); err != nil {
+				return err
+			}
+			if got := q.Status.Used["count/deployments.apps"]; got != "2" {
+				return fmt.Errorf("status.used = %v, want count/deployments.apps 2", q.Status.Used)
+			}
+			return nil
+		})
 		ns.setSize("cache", 6)
 		var manifest strings.Builder
 		for i := range burst {
 			fmt.Fprintf(&manifest, "---\napiVersion: cache.example.com/v1alpha1\nkind: Memcached\nmetadata:\n  name: burst-%d\nspec:\n  size: 2\n", i)
 		}
 		ns.apply(manifest.String())
-		// Kill it (SIGKILL, as a crash would) as soon as it has started on the
-		// burst, so that some resources are done and others are not.
-		err := framework.EventuallyEvery(context.Background(), convergeTimeout, 50*time.Millisecond, "the operator to start on the burst", func(ctx context.Context) error {
+		// Kill it (SIGKILL, as a crash would) with some resources done and
+		// others not.
+		ns.eventually(fmt.Sprintf("the %d burst deployments that the quota admits", admitted), func(ctx context.Context) error {
 			out, err := ns.kubectl.Run(ctx, "get", "deployments", "-l", "app=memcached", "-o", "name")
 			if err != nil {
 				return err
 			}
-			if !strings.Contains(out, "/burst-") {
-				return fmt.Errorf("no burst deployment yet")
+			if n := strings.Count(out, "/burst-"); n != admitted {
+				return fmt.Errorf("%d burst deployments", n)
 			}
 			return nil
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		op.Kill()
 		t.Logf("killed part-way: %s", progress(t, ns, burst))
+		ns.run("delete", "quota", "burst")
 		ns.scale("later", 1)
 		if err := op.Start(); err != nil {
 			t.Fatal(err)

@@ -53,6 +53,14 @@ func TestLeaderFailover(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// When the Deployment was scaled is taken from a watch, which
+		// delivers the change within milliseconds, not from the poll below,
+		// whose kubectl calls take a second or more on a loaded machine.
+		scaled, stopWatch, err := watchReplicas(k, "failover", size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(stopWatch)
 
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatalf("kill leader process %d: %v", pid, err)
@@ -66,7 +74,7 @@ func TestLeaderFailover(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		var tookOver, applied time.Duration
+		var tookOver time.Duration
 		var successor string
 		err = framework.EventuallyEvery(ctx, 3*failoverBudget, 100*time.Millisecond, "a standby to lead and scale deployment failover to "+strconv.Itoa(size), func(ctx context.Context) error {
 			if tookOver == 0 {
@@ -94,12 +102,17 @@ func TestLeaderFailover(t *testing.T) {
 			if d.Spec.Replicas == nil || *d.Spec.Replicas != size {
 				return fmt.Errorf("deployment failover spec.replicas = %v", framework.Deref(d.Spec.Replicas))
 			}
-			applied = time.Since(killed)
 			return nil
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
+		at, err := scaled(readyTimeout)
+		stopWatch()
+		if err != nil {
+			t.Fatal(err)
+		}
+		applied := at.Sub(killed)
 		role := "the standby"
 		if successor != standby.Metadata.Name {
 			role = "the pod that replaced it"
@@ -130,6 +143,39 @@ func TestLeaderFailover(t *testing.T) {
 			}
 		}
 	}
+}
+
+// watchReplicas starts a watch of Deployment name and returns a function
+// that waits up to a timeout for the moment the watch delivered it with
+// spec.replicas size, and one that stops the watch. The Deployment must not
+// have size yet.
+func watchReplicas(k framework.Kubectl, name string, size int) (func(time.Duration) (time.Time, error), func(), error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	at := make(chan time.Time, 1)
+	ended, err := k.Watch(ctx, func(ev framework.WatchEvent) {
+		var d framework.Deployment
+		if ev.Decode(&d) == nil && d.Spec.Replicas != nil && *d.Spec.Replicas == size {
+			select {
+			case at <- time.Now():
+			default: // only the first counts
+			}
+		}
+	}, "deployment", name)
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	wait := func(timeout time.Duration) (time.Time, error) {
+		select {
+		case t := <-at:
+			return t, nil
+		case err := <-ended:
+			return time.Time{}, fmt.Errorf("the watch of deployment %s ended before it showed %d replicas: %v", name, size, err)
+		case <-time.After(timeout):
+			return time.Time{}, fmt.Errorf("the watch of deployment %s showed no %d replicas in %v", name, size, timeout)
+		}
+	}
+	return wait, cancel, nil
 }
 
 // requireLiveOperatorPod fails unless name is a live operator pod of k's namespace.
@@ -286,6 +332,7 @@ func TestLeaderHandOverOnRollout(t *testing.T) {
 	}
 	newLeader, _ := leaderAndStandby(t, k)
 	logs.waitFor(t, newLeader.Metadata.Name, msgLeading)
+	logs.waitSettled(t)
 	spans := logs.stop()
 
 	t.Logf("leading spans:\n%s", formatSpans(spans))
@@ -337,10 +384,15 @@ func TestOutsideLeaseChange(t *testing.T) {
 		leader, standby := leaderAndStandby(t, k)
 		logs.waitFor(t, leader.Metadata.Name, msgLeading)
 		before := len(logs.spans())
+		// The change takes effect somewhere during the kubectl call: a lower
+		// bound is measured from its start, an upper one from its end, so
+		// that kubectl's own time, a second or two on a loaded machine,
+		// counts for neither.
 		changed := time.Now()
 		if _, err := k.Run(ctx, change.args(standby.Metadata.Name)...); err != nil {
 			t.Fatal(err)
 		}
+		applied := time.Now()
 		err := framework.Eventually(ctx, 3*leaseDuration, "a replica to lead again after "+change.name, func(ctx context.Context) error {
 			spans := logs.spans()
 			if len(spans) < before+1 || !spans[len(spans)-1].open || !spans[len(spans)-1].start.After(changed) {
@@ -351,14 +403,16 @@ func TestOutsideLeaseChange(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		logs.waitSettled(t)
 		spans := logs.spans()
 		requireOneLeaderAtATime(t, spans)
 		old, next := spans[before-1], spans[len(spans)-1]
 		if old.pod != leader.Metadata.Name || old.open {
 			t.Fatalf("%s: want the leading span of %s closed, got %s", change.name, leader.Metadata.Name, old)
 		}
-		stopped, waited := old.end.Sub(changed), next.start.Sub(changed)
-		t.Logf("%s: leader %s stopped %v after the change; %s led %v after it", change.name, leader.Metadata.Name, stopped.Round(time.Millisecond), next.pod, waited.Round(time.Millisecond))
+		stopped, waited := old.end.Sub(applied), next.start.Sub(changed)
+		t.Logf("%s: the kubectl call took %v; leader %s stopped %v after it returned; %s led %v after it started", change.name, applied.Sub(changed).Round(time.Millisecond),
+			leader.Metadata.Name, stopped.Round(time.Millisecond), next.pod, waited.Round(time.Millisecond))
 		// The leader renews every second and stops at the first renewal
 		// that sees the change, not at its 8s renew deadline.
 		if stopped > 4*time.Second {
@@ -484,6 +538,27 @@ func (l *operatorLogs) stop() []leadSpan {
 	l.cancel()
 	l.wg.Wait()
 	return l.spans()
+}
+
+// waitSettled waits until every leading span but the last is closed. The
+// logs of the pods are separate streams: the line in which an old leader
+// released the Lease can arrive after the next leader's first, however long
+// ago it was written. A span still open at the deadline stays open, for the
+// caller's checks to report.
+func (l *operatorLogs) waitSettled(t *testing.T) {
+	t.Helper()
+	err := framework.Eventually(context.Background(), readyTimeout, "every leading span but the last to close", func(context.Context) error {
+		spans := l.spans()
+		for _, s := range spans[:max(0, len(spans)-1)] {
+			if s.open {
+				return fmt.Errorf("still open: %s; leading spans:\n%s", s, formatSpans(spans))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Log(err)
+	}
 }
 
 // waitFor returns once pod's log has a line containing msg.

@@ -1,16 +1,11 @@
 package realnode
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -53,8 +48,11 @@ const (
 // issue asks for size-1; maxSurge 1 and maxUnavailable 0 keep size), and a
 // client that finds its servers in the headless Service's EndpointSlices, and
 // keeps writing and reading keys on each, finds at most one server's keys missing
-// at a time. After each roll the status says Complete, status.nodes names three
-// new pods, and every pod carries the new template hash and runs the new setting.
+// at a time. A watch of the Memcached, opened before each change, shows that the
+// status said the roll started (Progressing True RollingUpdate, the first status
+// of the new generation) and then that it ended, however fast the roll went.
+// After each roll the status says Complete, status.nodes names three new pods,
+// and every pod carries the new template hash and runs the new setting.
 func TestRollingUpdateKeepsServing(t *testing.T) {
 	const name, size = "rolling", 3
 	t.Parallel()
@@ -103,9 +101,14 @@ resources:
 // rollWhileServing applies patch to Memcached name, whose pods are before with
 // template hash oldHash, and waits for the roll it starts to complete while a
 // rollSampler watches. It fails the test if the Ready pods dropped below size,
-// if a round of the client found more than one server's keys missing, or if the
+// if a round of the client found more than one server's keys missing, if the
 // roll does not end in size new, Ready pods of a new template with Progressing
-// False Complete. It returns the new pods and their template hash.
+// False Complete, or if the status did not say the roll started: a watch of
+// the Memcached, opened before the patch, must show the first status of the
+// new generation with Progressing True RollingUpdate. The operator writes the
+// start of a roll at once (pkg/stub's rollStarts), so the watch sees it
+// however fast the roll ends; a poll could miss it. It returns the new pods and
+// their template hash.
 func rollWhileServing(t *testing.T, name string, size int, before []rolloutPod, oldHash, patch string) ([]rolloutPod, string) {
 	t.Helper()
 	ctx := context.Background()
@@ -128,29 +131,35 @@ func rollWhileServing(t *testing.T, name string, size int, before []rolloutPod, 
 		t.Fatal(err)
 	}
 
+	status, err := framework.RecordStatus(admin, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer status.Stop()
 	start := time.Now()
 	s.arm()
-	if _, err := admin.Run(ctx, "patch", "memcached", name, "--type=merge", "-p", patch); err != nil {
+	out, err := admin.Run(ctx, "patch", "memcached", name, "--type=merge", "-p", patch, "-o", "jsonpath={.metadata.generation}")
+	if err != nil {
 		t.Fatal(err)
+	}
+	generation, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+	if err != nil {
+		t.Fatalf("the patch printed generation %q: %v", out, err)
 	}
 	oldNames := map[string]bool{}
 	for _, p := range before {
 		oldNames[p.Metadata.Name] = true
 	}
-	progressing := map[string]bool{}
 	var pods []rolloutPod
 	var hash string
 	// Every check runs five kubectl calls; a slower poll than the default
 	// leaves the machine's two cores to the sampler, whose pace is the
-	// measurement. Progressing stays True RollingUpdate for several of these
-	// polls, as each new pod needs a readiness probe (every 10 s) to pass.
+	// measurement. The poll waits for the end of the roll only: what happened
+	// on the way is the watches' to tell.
 	err = framework.EventuallyEvery(ctx, rollTimeout, 2*time.Second, "the roll of "+patch+" to complete", func(ctx context.Context) error {
 		o, err := framework.Observe(ctx, admin, name)
 		if err != nil {
 			return err
-		}
-		if c := o.Memcached.Condition("Progressing"); c != nil {
-			progressing[c.Status+" "+c.Reason] = true
 		}
 		if pods, hash, err = currentTemplate(ctx, name); err != nil {
 			return err
@@ -177,10 +186,30 @@ func rollWhileServing(t *testing.T, name string, size int, before []rolloutPod, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("rolled in %s to template hash %s (was %s), pods %v; Progressing seen while waiting: %v",
-		time.Since(start).Round(100*time.Millisecond), hash, oldHash, rolloutPodNames(pods), sortedKeys(progressing))
-	if !progressing["True RollingUpdate"] {
-		t.Errorf("condition Progressing was never True RollingUpdate while the pods rolled; seen: %v", sortedKeys(progressing))
+	took := time.Since(start).Round(100 * time.Millisecond)
+	// The GET above may have seen the last write before the watch delivered it.
+	err = status.WaitFor(readyTimeout, fmt.Sprintf("the watch to see Progressing False/Complete for generation %d", generation), func(samples []framework.StatusSample) error {
+		for _, x := range samples {
+			if x.ObservedGeneration == generation && x.Progressing == "False/Complete" {
+				return nil
+			}
+		}
+		return fmt.Errorf("it has seen %v", samples)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ofGeneration []framework.StatusSample
+	for _, x := range status.Samples() {
+		if x.ObservedGeneration == generation {
+			ofGeneration = append(ofGeneration, x)
+		}
+	}
+	t.Logf("rolled in %s to template hash %s (was %s), pods %v; the status of generation %d went %v",
+		took, hash, oldHash, rolloutPodNames(pods), generation, ofGeneration)
+	if first := ofGeneration[0]; first.Progressing != "True/RollingUpdate" {
+		t.Errorf("the first status of generation %d says Progressing %s, want True/RollingUpdate: the start of a roll is written at once; statuses: %v",
+			generation, first.Progressing, status.Samples())
 	}
 
 	// The client follows the endpoints; let it catch up with the new pods before
@@ -284,14 +313,14 @@ func startRollSampler(name string, size int) (*rollSampler, error) {
 	}
 	for _, w := range []struct {
 		what   string
-		handle func(watchEvent) error
+		handle func(framework.WatchEvent) error
 		args   []string
 	}{
 		{"pods", s.onPod, []string{"pods", "-l", "memcached_cr=" + name}},
 		{"endpointslices", s.onSlice, []string{"endpointslices", "-l", "kubernetes.io/service-name=" + name}},
 	} {
 		what, handle := w.what, w.handle
-		ended, err := kubectlWatch(ctx, admin, func(ev watchEvent) {
+		ended, err := admin.Watch(ctx, func(ev framework.WatchEvent) {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			s.eventCount[what]++
@@ -317,9 +346,9 @@ func (s *rollSampler) since() time.Duration {
 }
 
 // onPod applies a pod event and, once armed, recounts the serving pods.
-func (s *rollSampler) onPod(ev watchEvent) error {
+func (s *rollSampler) onPod(ev framework.WatchEvent) error {
 	var p rolloutPod
-	if err := ev.decode(&p); err != nil {
+	if err := ev.Decode(&p); err != nil {
 		return err
 	}
 	switch ev.Type {
@@ -363,9 +392,9 @@ func (s *rollSampler) podStates() string {
 }
 
 // onSlice applies an EndpointSlice event.
-func (s *rollSampler) onSlice(ev watchEvent) error {
+func (s *rollSampler) onSlice(ev framework.WatchEvent) error {
 	var sl endpointSlice
-	if err := ev.decode(&sl); err != nil {
+	if err := ev.Decode(&sl); err != nil {
 		return err
 	}
 	switch ev.Type {
@@ -588,67 +617,6 @@ func (s *rollSampler) report(t *testing.T, size, replaced int) {
 	if s.maxLost > 1 {
 		t.Errorf("a round of the client found %d servers' keys missing at once, want at most 1", s.maxLost)
 	}
-}
-
-// watchEvent is one event of `kubectl get --watch --output-watch-events -o json`.
-type watchEvent struct {
-	Type   string          `json:"type"`
-	Object json.RawMessage `json:"object"`
-}
-
-func (ev watchEvent) decode(v any) error {
-	if ev.Type == "ERROR" {
-		return fmt.Errorf("watch error: %s", ev.Object)
-	}
-	return json.Unmarshal(ev.Object, v)
-}
-
-// kubectlWatch runs `kubectl get ARGS --watch --output-watch-events -o json` as k,
-// and calls handle with each event, in order, starting with an ADDED event for
-// each object that exists. The returned channel receives, once, nil when ctx
-// ended the watch, or why it ended before.
-func kubectlWatch(ctx context.Context, k framework.Kubectl, handle func(watchEvent), args ...string) (<-chan error, error) {
-	full := append([]string{"--kubeconfig", k.Kubeconfig, "--namespace", k.Namespace, "get"}, args...)
-	full = append(full, "--watch", "--output-watch-events", "-o", "json")
-	cmd := exec.CommandContext(ctx, k.Binary, full...)
-	if k.CacheDir != "" {
-		cmd.Env = append(os.Environ(), "KUBECACHEDIR="+k.CacheDir)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	cmd.WaitDelay = time.Second
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("kubectl %s: %v", strings.Join(full, " "), err)
-	}
-	// Killing kubectl ends the stream; closing the pipes as well keeps a child
-	// that holds them open (none should) from blocking the reader or Wait.
-	context.AfterFunc(ctx, func() { _ = out.Close() })
-	ended := make(chan error, 1)
-	go func() {
-		dec := json.NewDecoder(out)
-		var err error
-		for {
-			var ev watchEvent
-			if err = dec.Decode(&ev); err != nil {
-				break
-			}
-			handle(ev)
-		}
-		if !errors.Is(err, io.EOF) {
-			_ = cmd.Process.Kill() // it may block on a pipe no one reads any more
-		}
-		werr := cmd.Wait()
-		if ctx.Err() != nil {
-			ended <- nil
-			return
-		}
-		ended <- fmt.Errorf("kubectl get %s --watch ended early (%v, %v): %s", strings.Join(args, " "), err, werr, strings.TrimSpace(stderr.String()))
-	}()
-	return ended, nil
 }
 
 // rolloutPod is the part of a memcached pod that the roll checks beyond
@@ -1052,15 +1020,6 @@ func rolloutPodNames(pods []rolloutPod) []string {
 	return names
 }
 
-func sortedKeys(m map[string]bool) []string {
-	var keys []string
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 func lastN(s []string, n int) []string {
 	if len(s) > n {
 		return s[len(s)-n:]
@@ -1077,7 +1036,9 @@ func TestDeletedPodServesWhileItLeavesTheService(t *testing.T) {
 	const (
 		name = "draining"
 		// servesFor is how long after the delete memcached must still answer:
-		// the preStop sleep of 5 s, less a second for a loaded machine.
+		// the preStop sleep of 5 s begins only when the kubelet sees the
+		// delete, after the test took its time, so this holds on a machine of
+		// any speed; the second less spares a read already under way.
 		servesFor = 4 * time.Second
 		// goneWithin bounds the deletion: the 15 s grace period, plus time for
 		// the kubelet to report and the API server to remove the pod.
@@ -1101,32 +1062,44 @@ func TestDeletedPodServesWhileItLeavesTheService(t *testing.T) {
 	if _, err := admin.Run(ctx, "delete", "pod", pod.Metadata.Name, "--wait=false"); err != nil {
 		t.Fatal(err)
 	}
-	var leftService time.Duration
-	for since := time.Duration(0); since < servesFor; since = time.Since(deleted) {
-		if err := framework.MemcachedGet(addr, "draining", "still here"); err != nil {
-			t.Fatalf("%v after the delete, memcached in pod %s no longer answers, want it to serve through the preStop pause: %v",
-				since.Round(time.Millisecond), pod.Metadata.Name, err)
+	// Each round reads the endpoints first and asks memcached after, so an
+	// endpoint seen not ready and an answer after it prove the order the
+	// drain promises, whatever either read costs on a loaded machine. The
+	// rounds go on until both are proven, or memcached stops answering.
+	var leftService, notListed time.Duration
+	for {
+		since := time.Since(deleted)
+		if since >= goneWithin {
+			t.Fatalf("memcached in pod %s still answers %v after the delete", pod.Metadata.Name, since.Round(time.Millisecond))
 		}
-		if leftService == 0 {
+		if leftService == 0 && notListed == 0 {
 			all, ready, err := serviceEndpoints(ctx, name)
 			if err != nil {
 				t.Fatal(err)
 			}
-			listedReady := false
-			for _, e := range all {
-				if e.Pod == pod.Metadata.Name && ready[e.id()] {
-					listedReady = true
-				}
-			}
-			if !listedReady {
-				leftService = time.Since(deleted)
-				t.Logf("%v after the delete, the Service no longer lists pod %s as ready; memcached still answers", leftService.Round(time.Millisecond), pod.Metadata.Name)
+			if !slices.ContainsFunc(all, func(e memcachedEndpoint) bool { return e.Pod == pod.Metadata.Name && ready[e.id()] }) {
+				notListed = time.Since(deleted)
 			}
 		}
+		if err := framework.MemcachedGet(addr, "draining", "still here"); err != nil {
+			stopped := time.Since(deleted)
+			if stopped < servesFor {
+				t.Fatalf("%v after the delete, memcached in pod %s no longer answers, want it to serve through the preStop pause: %v",
+					stopped.Round(time.Millisecond), pod.Metadata.Name, err)
+			}
+			if leftService == 0 {
+				t.Errorf("memcached in pod %s stopped answering %v after its delete, and the Service listed it as ready until then", pod.Metadata.Name, stopped.Round(time.Millisecond))
+			}
+			break
+		}
+		if notListed != 0 && leftService == 0 {
+			leftService = notListed
+			t.Logf("%v after the delete, the Service no longer lists pod %s as ready; memcached still answers", leftService.Round(time.Millisecond), pod.Metadata.Name)
+		}
+		if leftService != 0 && time.Since(deleted) >= servesFor {
+			break
+		}
 		time.Sleep(200 * time.Millisecond)
-	}
-	if leftService == 0 {
-		t.Errorf("the Service still listed pod %s as ready %v after its delete", pod.Metadata.Name, servesFor)
 	}
 	err = framework.Eventually(ctx, goneWithin-time.Since(deleted), "pod "+pod.Metadata.Name+" to be gone", func(ctx context.Context) error {
 		out, err := admin.Run(ctx, "get", "pod", pod.Metadata.Name, "--ignore-not-found", "-o", "name")

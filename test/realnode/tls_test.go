@@ -525,20 +525,26 @@ func waitSecretDegraded(t *testing.T, name, want string) {
 			t.Errorf("container %s restarted %d times, want it never started", key, n)
 		}
 	}
-	var events struct {
-		Items []struct {
-			Type, Reason, Message string
-		} `json:"items"`
-	}
-	if err := admin.GetJSON(ctx, &events, "events", "--field-selector", "type=Warning,involvedObject.kind=Pod"); err != nil {
-		t.Fatal(err)
-	}
-	found := false
-	for _, e := range events.Items {
-		found = found || strings.Contains(e.Message, want)
-	}
-	if !found {
-		t.Errorf("no Warning Event names %s: %+v", want, events.Items)
+	// The kubelet sends its Events apart from the pod's status, which
+	// reached the Memcached by another path: either may come first.
+	err = framework.Eventually(ctx, readyTimeout, "a Warning Event of the kubelet naming "+want, func(ctx context.Context) error {
+		var events struct {
+			Items []struct {
+				Type, Reason, Message string
+			} `json:"items"`
+		}
+		if err := admin.GetJSON(ctx, &events, "events", "--field-selector", "type=Warning,involvedObject.kind=Pod"); err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if strings.Contains(e.Message, want) {
+				return nil
+			}
+		}
+		return fmt.Errorf("no Warning Event names %s: %+v", want, events.Items)
+	})
+	if err != nil {
+		t.Error(err)
 	}
 }
 

@@ -8,6 +8,13 @@
 #                  running.
 #   demo.sh down   stop the operator, the real node and the local registry, delete the
 #                  cluster and tmp/_output/demo.
+#   demo.sh require-down
+#                  fail, saying to run `make demo-down`, while the demo is up; and
+#                  while something else answers on the registry's address, as the
+#                  registry of another checkout's demo does. `make test` and `make
+#                  e2e` run it first: their suites start clusters, a real node and the
+#                  registry of their own, and one real node runs per machine (its
+#                  bridge, iptables chains and the kubelet's ports).
 #
 # On a machine that can run the real node (node.sh check: root, containerd, runc,
 # the CNI plugins), the demo is the guide for real: the cluster's only node is a real
@@ -336,11 +343,23 @@ cmd_down() {
   log "demo stopped and removed"
 }
 
+# cmd_require_down fails while the demo is up (see the header). It needs no tools
+# and builds nothing, so that `make test` stops before any build.
+cmd_require_down() {
+  local why="the test suites start clusters of their own"
+  if [[ -s "${MODE_FILE}" ]]; then
+    [[ "$(<"${MODE_FILE}")" != real ]] || why="the test suites start their own clusters, real node and registry, and only one real node runs per machine"
+    fatal "make demo is up ($(<"${MODE_FILE}") nodes, cluster ${CLUSTER_NAME}): ${why}. Run \`make demo-down\` first, then run this again."
+  fi
+  "${ROOT}/test/scripts/registry.sh" require-free
+}
+
 main() {
   case "${1:-}" in
     up) cmd_up ;;
     down) cmd_down ;;
-    *) fatal "usage: demo.sh up|down" ;;
+    require-down) cmd_require_down ;;
+    *) fatal "usage: demo.sh up|down|require-down" ;;
   esac
 }
 

@@ -7,6 +7,9 @@
 #   registry.sh up       start it unless it already answers (idempotent)
 #   registry.sh down     stop it (the stored images stay; `make clean-images` drops them)
 #   registry.sh status   succeed when it answers /v2/
+#   registry.sh require-free
+#                        fail, saying what to do, when something other than this
+#                        checkout's registry answers on its address (`up` would)
 #   registry.sh addr     print its address (REGISTRY_ADDR, default 127.0.0.1:5000)
 set -o errexit -o nounset -o pipefail
 
@@ -22,11 +25,19 @@ answers() {
   curl -fsS --max-time 2 "http://${REGISTRY_ADDR}/v2/" >/dev/null 2>&1
 }
 
+# cmd_require_free fails when something answers on REGISTRY_ADDR that this
+# checkout's registry.sh did not start.
+cmd_require_free() {
+  if answers && ! pid_alive "${PID_FILE}"; then
+    fatal "something else answers on ${REGISTRY_ADDR}, perhaps the registry of make demo, or of a test run, in another checkout: stop it there (\`make demo-down\` for a demo), or set REGISTRY_ADDR"
+  fi
+}
+
 cmd_up() {
   require_cmds docker-registry curl setsid
   [[ "${REGISTRY_ADDR}" == 127.0.0.1:* ]] || fatal "REGISTRY_ADDR=${REGISTRY_ADDR} must be on 127.0.0.1: the registry is for this machine only"
+  cmd_require_free
   if answers; then
-    pid_alive "${PID_FILE}" || fatal "something else answers on ${REGISTRY_ADDR}; stop it or set REGISTRY_ADDR"
     return 0
   fi
   mkdir -p "${REGISTRY_DIR}/storage"
@@ -60,9 +71,10 @@ main() {
     up) cmd_up ;;
     down) cmd_down ;;
     status) answers ;;
+    require-free) cmd_require_free ;;
     addr) echo "${REGISTRY_ADDR}" ;;
-    -h | --help) sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' ;;
-    *) fatal "usage: registry.sh up|down|status|addr" ;;
+    -h | --help) sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' ;;
+    *) fatal "usage: registry.sh up|down|status|require-free|addr" ;;
   esac
 }
 

@@ -141,10 +141,12 @@ deploy: ## Apply deploy/ to KUBECONFIG with the operator image IMG (and MEMCACHE
 	KUBECONFIG=$(KUBECONFIG) kubectl apply -n $(NAMESPACE) -f deploy/crd.yaml -f deploy/sa.yaml -f deploy/rbac.yaml -f $(DEPLOY_DIR)/operator.yaml
 
 .PHONY: undeploy
-undeploy: ## Delete what `make deploy` applied (Memcached resources first).
-	-KUBECONFIG=$(KUBECONFIG) kubectl delete -n $(NAMESPACE) memcached --all --wait=true
-	-KUBECONFIG=$(KUBECONFIG) kubectl delete -n $(NAMESPACE) -f deploy/operator.yaml -f deploy/rbac.yaml -f deploy/sa.yaml --ignore-not-found
-	-KUBECONFIG=$(KUBECONFIG) kubectl delete -f deploy/crd.yaml --ignore-not-found
+undeploy: ## Delete the operator, its RBAC and ServiceAccount from NAMESPACE; never the CRD, so every Memcached and its pods stay.
+	KUBECONFIG=$(KUBECONFIG) kubectl delete -n $(NAMESPACE) -f deploy/operator.yaml -f deploy/rbac.yaml -f deploy/sa.yaml --ignore-not-found
+
+.PHONY: undeploy-crd
+undeploy-crd: ## DELETES EVERY MEMCACHED IN THE CLUSTER, in every namespace, with their Deployments and pods: removes the CRD.
+	KUBECONFIG=$(KUBECONFIG) kubectl delete -f deploy/crd.yaml --ignore-not-found
 
 .PHONY: olm-catalog
 olm-catalog: ## Render the CSV for VERSION (replacing REPLACES) into deploy/olm-catalog.

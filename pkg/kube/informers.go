@@ -83,7 +83,7 @@ func trimmedListWatch(selector string, list func(metav1.ListOptions) (runtime.Ob
 }
 
 // trimPod keeps what the status is computed from (see memcached.ComputeStatus):
-// the pod's name, labels, template hash and deletion; its phase, its Ready
+// the pod's name, labels, controller, template hash and deletion; its phase, its Ready
 // condition, a PodScheduled condition that is False, and of its containers'
 // states the reasons, messages and exit codes; and its IP, where the
 // operator asks the pod's sidecar for its report (package sidecarpoll).
@@ -91,7 +91,7 @@ func trimmedListWatch(selector string, list func(metav1.ListOptions) (runtime.Ob
 // binding to a node or its start time, then compare equal (see podChanged).
 func trimPod(p *corev1.Pod) {
 	p.GenerateName = ""
-	p.OwnerReferences = nil
+	p.OwnerReferences = controllerOnly(p.OwnerReferences)
 	p.Annotations = onlyAnnotation(p.Annotations, memcached.TemplateHashAnnotation)
 	p.Spec = corev1.PodSpec{}
 	var conditions []corev1.PodCondition
@@ -110,6 +110,19 @@ func trimPod(p *corev1.Pod) {
 		InitContainerStatuses: trimContainerStatuses(p.Status.InitContainerStatuses),
 		ContainerStatuses:     trimContainerStatuses(p.Status.ContainerStatuses),
 	}
+}
+
+// controllerOnly returns the controller reference among refs, its kind and
+// name alone, which tell whether a pod is one the Memcached's Deployment runs
+// (see memcached.OwnPods); nil without one.
+func controllerOnly(refs []metav1.OwnerReference) []metav1.OwnerReference {
+	for _, r := range refs {
+		if r.Controller != nil && *r.Controller {
+			controller := true
+			return []metav1.OwnerReference{{APIVersion: r.APIVersion, Kind: r.Kind, Name: r.Name, UID: r.UID, Controller: &controller}}
+		}
+	}
+	return nil
 }
 
 // trimContainerStatuses keeps what containerFailed reads: each container's

@@ -1,6 +1,9 @@
 package memcached
 
 import (
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -23,6 +26,24 @@ var ManagedSelector = labels.Set{AppLabel: AppLabelValue}.String()
 // Memcached named name; they are also the Deployment's selector.
 func Labels(name string) map[string]string {
 	return map[string]string{AppLabel: AppLabelValue, CRLabel: name}
+}
+
+// OwnPods returns the pods among pods that the Deployment of the Memcached
+// named name runs: those whose controller is the ReplicaSet that the
+// Deployment controller names after the Deployment and the pod's
+// pod-template-hash label. A pod that only carries the Memcached's labels,
+// made by hand or by another controller, is not one of its pods, and is
+// left out of its status and of its rolls.
+func OwnPods(name string, pods []*corev1.Pod) []*corev1.Pod {
+	var own []*corev1.Pod
+	for _, p := range pods {
+		c := metav1.GetControllerOf(p)
+		hash := p.Labels[appsv1.DefaultDeploymentUniqueLabelKey]
+		if c != nil && c.Kind == "ReplicaSet" && hash != "" && c.Name == name+"-"+hash {
+			own = append(own, p)
+		}
+	}
+	return own
 }
 
 // Selector selects the pods of the Memcached named name.

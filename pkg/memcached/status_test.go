@@ -674,3 +674,27 @@ func TestStatusOfStuckRollouts(t *testing.T) {
 		})
 	}
 }
+
+func TestOwnPodsAreThoseOfTheDeploymentsReplicaSets(t *testing.T) {
+	m := memcachedtest.NewMemcached("example", 2)
+	own := memcachedtest.NewPod(m, "example-a", corev1.PodRunning, true)
+	bare := memcachedtest.NewPod(m, "bare", corev1.PodRunning, true)
+	bare.OwnerReferences = nil
+	otherSet := memcachedtest.NewPod(m, "other-set", corev1.PodRunning, true)
+	otherSet.OwnerReferences[0].Name = "someone-else-" + memcachedtest.PodTemplateHash
+	notController := memcachedtest.NewPod(m, "not-controller", corev1.PodRunning, true)
+	notController.OwnerReferences[0].Controller = nil
+	job := memcachedtest.NewPod(m, "job", corev1.PodRunning, true)
+	job.OwnerReferences[0].Kind = "Job"
+	noHash := memcachedtest.NewPod(m, "no-hash", corev1.PodRunning, true)
+	delete(noHash.Labels, "pod-template-hash")
+
+	got := memcached.OwnPods("example", []*corev1.Pod{own, bare, otherSet, notController, job, noHash})
+	if len(got) != 1 || got[0] != own {
+		var names []string
+		for _, p := range got {
+			names = append(names, p.Name)
+		}
+		t.Errorf("OwnPods: got %v, want only example-a, the pod of the ReplicaSet example-%s", names, memcachedtest.PodTemplateHash)
+	}
+}

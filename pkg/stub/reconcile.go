@@ -317,6 +317,7 @@ func (h *Handler) desiredStatus(m *v1alpha1.Memcached, want *desiredDeployment, 
 		return memcached.NotOwnedStatus(m, f.Error(), now), f, nil
 	}
 	pods, err := h.client.ListPods(m.Namespace, m.Name)
+	pods = memcached.OwnPods(m.Name, pods)
 	if err != nil {
 		if f == nil {
 			f = newFailure(memcached.ReasonPodListFailed, "failed to list pods of memcached %s/%s: %v", m.Namespace, m.Name, err)

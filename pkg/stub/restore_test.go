@@ -164,3 +164,21 @@ func TestConvertsTheRecordOfADeploymentNeverApplied(t *testing.T) {
 		"apply deployment test/example",
 	})
 }
+
+// TestCountsOnlyItsOwnPods: a pod that carries the Memcached's labels but
+// that no ReplicaSet of its Deployment runs, such as one made by hand, is not
+// in status.nodes and counts as no replica.
+func TestCountsOnlyItsOwnPods(t *testing.T) {
+	m := memcachedtest.NewMemcached("example", 1)
+	foreign := memcachedtest.NewPod(m, "a-bare-pod", corev1.PodRunning, true)
+	foreign.OwnerReferences = nil
+	f := newFixture(t, inSync(m, 1, memcachedtest.NewPod(m, "example-a", corev1.PodRunning, true), foreign)...)
+
+	if err := f.handle(m, false); err != nil {
+		t.Fatalf("Handle: %v", err)
+	}
+	s := f.client.memcacheds["test/example"].Status
+	if len(s.Nodes) != 1 || s.Nodes[0] != "example-a" || s.Replicas != 1 || s.ReadyReplicas != 1 {
+		t.Errorf("status: nodes %v, replicas %d, ready %d; want only example-a", s.Nodes, s.Replicas, s.ReadyReplicas)
+	}
+}

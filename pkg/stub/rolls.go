@@ -172,7 +172,7 @@ func (h *Handler) rollsInFlight() (inFlight map[string]bool, slots int, err erro
 		if err != nil {
 			return nil, 0, err
 		}
-		if memcached.PacedRollInFlight(d, pods) {
+		if memcached.PacedRollInFlight(d, memcached.OwnPods(d.Name, pods)) {
 			inFlight[key] = true
 		}
 	}

@@ -49,6 +49,10 @@ func NewMemcached(name string, size int32) *v1alpha1.Memcached {
 	}
 }
 
+// PodTemplateHash is the pod-template-hash label of NewPod's pods, whose
+// ReplicaSet the Deployment controller names after it.
+const PodTemplateHash = "5d4747fd85"
+
 // NewPod returns a pod of m's Deployment, of its current pod template, in
 // the given phase and readiness.
 func NewPod(m *v1alpha1.Memcached, name string, phase corev1.PodPhase, ready bool) *corev1.Pod {
@@ -56,10 +60,16 @@ func NewPod(m *v1alpha1.Memcached, name string, phase corev1.PodPhase, ready boo
 	if ready {
 		readiness = corev1.ConditionTrue
 	}
+	labels := memcached.Labels(m.Name)
+	labels[appsv1.DefaultDeploymentUniqueLabelKey] = PodTemplateHash
+	controller := true
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: name, Namespace: m.Namespace, Labels: memcached.Labels(m.Name),
+			Name: name, Namespace: m.Namespace, Labels: labels,
 			Annotations: map[string]string{memcached.TemplateHashAnnotation: CurrentHash(m)},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "apps/v1", Kind: "ReplicaSet", Name: m.Name + "-" + PodTemplateHash, UID: "uid-replicaset", Controller: &controller,
+			}},
 		},
 		Status: corev1.PodStatus{
 			Phase:      phase,

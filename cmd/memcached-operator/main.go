@@ -298,6 +298,8 @@ func reconcileResult(err error) string {
 	switch {
 	case err == nil:
 		return metrics.ResultSuccess
+	case errors.Is(err, stub.ErrPanicked):
+		return metrics.ResultPanic
 	case stub.IsStale(err):
 		return metrics.ResultConflict
 	default:

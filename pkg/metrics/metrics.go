@@ -44,6 +44,9 @@ const (
 	// version of the object. Nothing failed: the reconcile is run again on the
 	// newer version. It is counted apart so that errors stay a failure signal.
 	ResultConflict = "conflict"
+	// ResultPanic is a reconcile that panicked; the panic is recovered and
+	// the reconcile retried with backoff, like an error.
+	ResultPanic = "panic"
 )
 
 // Metrics are the operator's metrics:
@@ -96,7 +99,7 @@ func New() *Metrics {
 		registry: prometheus.NewRegistry(),
 		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "reconcile_total",
-			Help: "Reconciles of Memcached resources by result: success, error, or conflict (a write lost a race with a newer version and the reconcile is run again).",
+			Help: "Reconciles of Memcached resources by result: success, error, conflict (a write lost a race with a newer version and the reconcile is run again), or panic (recovered, retried with backoff).",
 		}, []string{"result"}),
 		reconcileDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "reconcile_duration_seconds",

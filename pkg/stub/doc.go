@@ -70,8 +70,9 @@
 //     Memcached: a status write replaces the stored version with the one the
 //     API server returned (unless the SDK has delivered a newer one), so the
 //     next reconcile does not write from a stale resourceVersion. Failures
-//     are retried by the handler's queue (5 ms doubling, up to maxRetries),
-//     so the SDK's own retries never run. The update event of the operator's
+//     are retried by the handler's queue (5 ms doubling, up to maxBackoff,
+//     for as long as they fail), so the SDK's own retries, which give up
+//     after 15, never run. The update event of the operator's
 //     own status write is no news, so a failure whose message changes on
 //     every attempt still keeps to that backoff
 //     (TestBackoffHoldsAgainstOwnStatusWrites).

@@ -11,6 +11,7 @@ import (
 	"github.com/example-inc/memcached-operator/pkg/memcached"
 	"github.com/operator-framework/operator-sdk/pkg/sdk"
 	"github.com/sirupsen/logrus"
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -24,11 +25,23 @@ import (
 // rolls them all, paced (see rolls.go).
 const DefaultImage = "memcached:1.6-alpine"
 
-// maxRetries is how often a failing reconcile of one Memcached is retried
-// with backoff before it is dropped, as the SDK's own queue does; the next
-// change of the Memcached or of one of its children, or the next resync,
-// brings it back.
-const maxRetries = 15
+// maxBackoff is the longest that a failing reconcile of one Memcached waits
+// for its next attempt. The handler's queue retries a failing Memcached for
+// as long as it fails, never dropping it as the SDK's own queue does after
+// 15 retries: with a resync of 0, or an outage longer than the backoff's
+// first minutes, a dropped Memcached would wait for its next change.
+const maxBackoff = 5 * time.Minute
+
+// newRateLimiter is client-go's DefaultControllerRateLimiter with its
+// per-item backoff capped at maxBackoff instead of 1000 s: 5ms doubling per
+// failure of one Memcached, under an overall limit of 10 retries/s (bursts
+// of 100).
+func newRateLimiter() workqueue.RateLimiter {
+	return workqueue.NewMaxOfRateLimiter(
+		workqueue.NewItemExponentialFailureRateLimiter(5*time.Millisecond, maxBackoff),
+		&workqueue.BucketRateLimiter{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+	)
+}
 
 // queueName names the handler's work queue in the operator's metrics.
 const queueName = "memcached-reconcile"
@@ -41,16 +54,15 @@ const queueName = "memcached-reconcile"
 // while client-go's work queue never hands one key to two workers at once.
 //
 // A reconcile that fails is reported on the Memcached (a Warning Event and a
-// Degraded=True condition, see failure.go) and retried with backoff. The
-// queue is a client-go workqueue with DefaultControllerRateLimiter: the n-th
-// retry of one Memcached waits 5ms*2^(n-1), that is 5ms, 10ms, 20ms ... 41s,
-// 82s, about 164s for all 15, under an overall limit of 10 retries/s
-// (bursts of 100); after the 15th the Memcached is dropped until its next
-// change or the next resync. A Memcached that the API server keeps refusing,
+// Degraded=True condition, see failure.go) and retried with backoff, for as
+// long as it fails (see newRateLimiter): the n-th retry of one Memcached
+// waits 5ms*2^(n-1), that is 5ms, 10ms, 20ms ... 41s, 82s, 164s, then
+// maxBackoff (5 minutes) between retries, under an overall limit of 10
+// retries/s (bursts of 100). A Memcached that the API server keeps refusing,
 // for a quota, RBAC, an admission policy or an invalid object alike, thus
-// costs at most 16 attempts per resync period, most of them in its first
-// seconds, plus one per change to it: changes are handled at once but do not
-// reset the backoff. The update event of the operator's own status write is
+// costs 17 attempts in its first 5.5 minutes, most of them in its first
+// seconds, then one every 5 minutes, plus one per change to it: changes are
+// handled at once but do not reset the backoff. The update event of the operator's own status write is
 // no change (see memcachedStore.store), so a failure whose message differs
 // on every attempt, such as a webhook's connection error, which every
 // attempt writes, still waits for its backoff.
@@ -124,7 +136,7 @@ func NewHandler(client Client, recorder record.EventRecorder, image string) *Han
 		image:        image,
 		sidecarImage: memcached.DefaultSidecarImage,
 		now:          metav1.Now,
-		queue:        workqueue.NewNamedRateLimitingQueue(workqueue.DefaultControllerRateLimiter(), queueName),
+		queue:        workqueue.NewNamedRateLimitingQueue(newRateLimiter(), queueName),
 		memcacheds:   newMemcachedStore(),
 		templates:    newTemplateHashes(),
 		progress:     newProgressReports(0),
@@ -242,13 +254,10 @@ func (h *Handler) processNextItem() bool {
 }
 
 // handleResult forgets key's failures after a success and requeues it with
-// backoff after a failure, until maxRetries.
+// backoff after a failure, however many came before (see newRateLimiter).
 func (h *Handler) handleResult(key string, err error) {
 	switch {
 	case err == nil:
-		h.queue.Forget(key)
-	case h.queue.NumRequeues(key) >= maxRetries:
-		logrus.Warnf("dropping memcached %s out of the queue: %v", key, err)
 		h.queue.Forget(key)
 	case IsStale(err):
 		logrus.Debugf("retrying memcached %s: %v", key, err)

@@ -3,11 +3,13 @@ package stub
 import (
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
 	"github.com/example-inc/memcached-operator/pkg/kube"
 	"github.com/example-inc/memcached-operator/pkg/memcached"
+	"github.com/sirupsen/logrus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -28,6 +30,9 @@ const (
 	// when the operator puts back what someone changed of the labels, pod
 	// template or strategy it set on the Deployment.
 	ReasonDeploymentRestored = "DeploymentRestored"
+	// ReasonReconcilePanicked is the reason of the Warning Event recorded
+	// when a reconcile panicked; it is retried with backoff.
+	ReasonReconcilePanicked = "ReconcilePanicked"
 )
 
 // errStale reports that a write was refused because the object changed
@@ -39,13 +44,36 @@ var errStale = errors.New("the memcached changed since it was read")
 // the current state and writes only what differs, so running it again, after
 // an error or a restart, is always safe. A step that fails is reported on m
 // (see updateStatus) and returned, and the caller retries with backoff.
+//
+// A panic in a step costs that reconcile, not the process: it is recovered,
+// logged with its stack, recorded as a Warning Event, and returned as an
+// error that wraps ErrPanicked, so that m is retried with backoff like any
+// failure (TestAPanicCostsOneReconcile).
 func (h *Handler) reconcile(m *v1alpha1.Memcached) error {
 	start := time.Now()
-	err := h.reconcileSteps(m)
+	err := h.recoveredSteps(m)
 	if h.observe != nil {
 		h.observe(time.Since(start), err)
 	}
 	return err
+}
+
+// ErrPanicked is wrapped by the error of a reconcile that panicked.
+var ErrPanicked = errors.New("the reconcile panicked")
+
+// recoveredSteps runs reconcileSteps and turns a panic into an error.
+func (h *Handler) recoveredSteps(m *v1alpha1.Memcached) (err error) {
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		// The stack is only here; the error that goes up says what panicked.
+		logrus.Errorf("reconcile of memcached %s/%s panicked: %v\n%s", m.Namespace, m.Name, r, debug.Stack())
+		err = fmt.Errorf("%w: %v", ErrPanicked, r)
+		h.recorder.Event(m, corev1.EventTypeWarning, ReasonReconcilePanicked, err.Error())
+	}()
+	return h.reconcileSteps(m)
 }
 
 // reconcileSteps runs the steps of reconcile.

@@ -16,8 +16,8 @@ import (
 // keeps failing, in any window shorter than its resync period (5 minutes by
 // default). One queue holds it, the handler's, with exponential backoff
 // (5ms, 10ms ... 164s, then 5 minutes apart for as long as it fails): 16
-// retries after the first attempt in the first 5.5 minutes, of which 12 fit
-// in backoffWindow, fewer than 15. Add one for
+// retries after the first attempt in the first 5.5 minutes, of which 11 fit
+// in backoffWindow (5 ms × (2^11 − 1) ≈ 10 s), fewer than 15. Add one for
 // the update event of the status write that reports the failure, which
 // queues an attempt only when the SDK delivers it before the write's
 // response, and one for a status write that loses a resourceVersion race

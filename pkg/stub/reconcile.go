@@ -184,6 +184,7 @@ func (h *Handler) ensureSize(m *v1alpha1.Memcached, d *appsv1.Deployment) *failu
 func (h *Handler) ensurePodTemplate(m *v1alpha1.Memcached, d *appsv1.Deployment, want *desiredDeployment) *failure {
 	key := m.Namespace + "/" + m.Name
 	held := d.Spec.Template.Annotations[memcached.PacedRollAnnotation] != ""
+	h.releaseStaleGrant(key, want.hash)
 	if memcached.TemplateOf(d) == want.hash {
 		h.rollNotWaiting(key)
 		if held {

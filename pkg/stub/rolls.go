@@ -220,6 +220,23 @@ func (h *Handler) releaseRoll(key string) {
 	delete(h.rolls.granted, key)
 }
 
+// releaseStaleGrant gives back key's grant when it was for another template
+// than hash, the one the spec now asks for: a spec change came before the
+// cache showed the paced patch, and the cache will never show a template
+// of the granted hash, which would otherwise hold the slot for good.
+func (h *Handler) releaseStaleGrant(key, hash string) {
+	h.rolls.mu.Lock()
+	granted, ok := h.rolls.granted[key]
+	stale := ok && granted != hash
+	if stale {
+		delete(h.rolls.granted, key)
+	}
+	h.rolls.mu.Unlock()
+	if stale {
+		h.wakeRolls()
+	}
+}
+
 // rollNotWaiting records that key needs no slot: its template is the
 // desired one, or its own spec change rolls it.
 func (h *Handler) rollNotWaiting(key string) {

@@ -529,6 +529,43 @@ func TestAGrantHoldsItsSlotUntilTheCacheShowsThePatch(t *testing.T) {
 	}
 }
 
+// TestASpecChangeGivesBackAGrantTheCacheNeverShows: a paced patch, then a
+// spec change before the cache shows it: the grant was for a template the
+// cache will never show, and the next resource gets the slot.
+func TestASpecChangeGivesBackAGrantTheCacheNeverShows(t *testing.T) {
+	ms, objs := fleet("a", "b")
+	f := newFixture(t, objs...)
+	f.handler.PaceRolls(intstr.FromInt(1))
+	if err := f.handler.reconcileKey("test/a"); err != nil {
+		t.Fatalf("reconcile a: %v", err)
+	}
+	if got, want := f.templatePatches(), []string{"a"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("patched %v, want %v", got, want)
+	}
+	// a's spec changes while the cache still shows its old template: its
+	// own roll goes at once, and rolls to a template of another hash.
+	f.client.deployments["test/a"] = staleDeployment(ms[0], 2)
+	a := ms[0].DeepCopy()
+	a.Spec.Image = "registry.local/memcached:1.6.99"
+	a.Generation++
+	f.handler.memcacheds.store("test/a", a)
+	if err := f.handler.reconcileKey("test/a"); err != nil {
+		t.Fatalf("reconcile a after its spec change: %v", err)
+	}
+	// The cache shows a's own roll, which is not a paced one.
+	f.client.deployments["test/a"].Spec.Template.Annotations[memcached.TemplateHashAnnotation] = memcachedtest.CurrentHash(a)
+	delete(f.client.deployments["test/a"].Spec.Template.Annotations, memcached.PacedRollAnnotation)
+	f.client.actions = nil
+
+	if err := f.handler.reconcileKey("test/b"); err != nil {
+		t.Fatalf("reconcile b: %v", err)
+	}
+
+	if got, want := f.templatePatches(), []string{"b"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("patched %v, want %v: a's stale grant must not hold the only slot", got, want)
+	}
+}
+
 func TestCountsRollsOfMemcachedsNotDeliveredYet(t *testing.T) {
 	// Right after a start the SDK has delivered only some Memcacheds; the
 	// Deployment cache already holds every Deployment, b's paced roll too.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/example-inc/memcached-operator/pkg/memcached"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -36,8 +37,25 @@ type children struct {
 	// before its create returned is not remembered, so that no entry
 	// outlives its object.
 	mu       sync.Mutex
-	created  map[string]Object
+	created  map[string]createdObject
 	creating map[string]bool
+	// now is the clock of the created objects' expiry.
+	now func() time.Time
+}
+
+// createdTTL is how long an object this client created stands in for the
+// cache before the cache has shown it. The cache shows an object seconds
+// after its create; one it never shows, deleted during a gap of the watch or
+// left by a mutating webhook without the app label the cache selects on,
+// must not stand for the life of the process. Past it, the next reconcile,
+// at the latest the next resync, treats it as a cache miss: its create
+// finds the object if it exists, and makes it if it does not.
+const createdTTL = time.Minute
+
+// createdObject is an object this client created, and when.
+type createdObject struct {
+	obj Object
+	at  time.Time
 }
 
 // newChildren returns the children of kind, written through client, and,
@@ -47,8 +65,9 @@ func newChildren(kind *Kind, client rest.Interface, list func(metav1.ListOptions
 	c := &children{
 		kind:     kind,
 		client:   client,
-		created:  map[string]Object{},
+		created:  map[string]createdObject{},
 		creating: map[string]bool{},
+		now:      time.Now,
 	}
 	if kind.Optional {
 		return c
@@ -93,7 +112,10 @@ func (c *children) get(namespace, name string) (Object, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if o, ok := c.created[key]; ok {
-		return o, nil
+		if c.now().Sub(o.at) < createdTTL {
+			return o.obj, nil
+		}
+		delete(c.created, key)
 	}
 	return nil, apierrors.NewNotFound(c.kind.Resource.GroupResource(), name)
 }
@@ -177,7 +199,7 @@ func (c *children) remember(manifest *unstructured.Unstructured, send func(names
 	// The cache's handler runs after the cache stores an object, so an
 	// object remembered here is forgotten once the cache has it.
 	if unseen {
-		c.created[key] = o
+		c.created[key] = createdObject{obj: o, at: c.now()}
 	}
 	return o, nil
 }

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/example-inc/memcached-operator/pkg/kube/kubetest"
 	"github.com/example-inc/memcached-operator/pkg/memcached"
@@ -83,10 +84,12 @@ func TestCachedClientGetDeploymentNeverAsksTheAPI(t *testing.T) {
 		name      string
 		cached    []runtime.Object
 		created   *appsv1.Deployment
+		age       time.Duration
 		wantFound bool
 	}{
 		{name: "cache hit", cached: []runtime.Object{d}, wantFound: true},
 		{name: "created, not yet in the cache", created: d, wantFound: true},
+		{name: "created a minute ago and never shown by the cache is NotFound", created: d, age: createdTTL, wantFound: false},
 		{name: "neither is NotFound", wantFound: false},
 	}
 	for _, tt := range tests {
@@ -94,7 +97,10 @@ func TestCachedClientGetDeploymentNeverAsksTheAPI(t *testing.T) {
 			// The API server holds it in every case: only the cache counts.
 			c, api := newTestCachedClient(t, tt.cached, func(kubetest.Request) interface{} { return d })
 			if tt.created != nil {
-				c.kinds[DeploymentKind.Resource].created["test/example"] = tt.created
+				ch := c.kinds[DeploymentKind.Resource]
+				now := time.Now()
+				ch.now = func() time.Time { return now }
+				ch.created["test/example"] = createdObject{obj: tt.created, at: now.Add(-tt.age)}
 			}
 
 			got, err := c.Get(DeploymentKind, "test", "example")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/example-inc/memcached-operator/pkg/kube/kubetest"
 	"github.com/example-inc/memcached-operator/pkg/memcached"
+	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -176,5 +177,52 @@ func TestAppliesCarryTheAPIServersRefusal(t *testing.T) {
 	err = c.Apply(DeploymentKind, applied, "uid-1")
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "exceeded quota: no-deployments") {
 		t.Errorf("Apply: got %v, want the API server's Forbidden with its message", err)
+	}
+}
+
+// TestObservedListPagesAndTrims: the Deployment cache lists page by page,
+// each object trimmed with its digest kept, and the list has the first
+// page's resourceVersion, the snapshot all pages are from.
+func TestObservedListPagesAndTrims(t *testing.T) {
+	live := readTestdata(t, "live-applied.json")
+	page := func(names []string, version, next string) map[string]interface{} {
+		var items []interface{}
+		for _, n := range names {
+			o := live.DeepCopy()
+			o.SetName(n)
+			items = append(items, o.Object)
+		}
+		return map[string]interface{}{"apiVersion": "apps/v1", "kind": "DeploymentList",
+			"metadata": map[string]interface{}{"resourceVersion": version, "continue": next}, "items": items}
+	}
+	api, cfg := kubetest.NewAPIServer(t, func(r kubetest.Request) interface{} {
+		if strings.Contains(r.Query, "continue=next") {
+			return page([]string{"c"}, "20", "")
+		}
+		return page([]string{"a", "b"}, "10", "next")
+	})
+	list, _, err := observedListWatch(cfg, DeploymentKind, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	got, err := list(metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	l := got.(*appsv1.DeploymentList)
+	want, _ := memcached.DesiredDigest(readTestdata(t, "applied.json").Object)
+	if len(l.Items) != 3 || l.ResourceVersion != "10" {
+		t.Fatalf("list: %d items at resourceVersion %q, want 3 at the first page's 10", len(l.Items), l.ResourceVersion)
+	}
+	for _, d := range l.Items {
+		if d.Annotations[memcached.ObservedDigestAnnotation] != want || len(d.Spec.Template.Spec.Containers) != 0 {
+			t.Errorf("deployment %s: digest %q, %d containers; want %q and trimmed", d.Name, d.Annotations[memcached.ObservedDigestAnnotation], len(d.Spec.Template.Spec.Containers), want)
+		}
+	}
+	reqs := api.Got()
+	if len(reqs) != 2 || !strings.Contains(reqs[0].Query, "limit=500") {
+		t.Errorf("requests %+v, want two pages of at most 500", reqs)
 	}
 }

@@ -201,6 +201,10 @@ func kindREST(cfg *rest.Config, k *Kind, s *runtime.Scheme) (rest.Interface, run
 	return client, codec, nil
 }
 
+// observedListPage is how many objects one page of an observed kind's list
+// holds, as client-go's pager pages by default.
+const observedListPage = 500
+
 // observedListWatch returns the list and watch functions of the cache of
 // k, a kind with Observe, in namespace: through client-go's dynamic client,
 // which decodes the objects as the API server sent them, each then passed
@@ -212,17 +216,34 @@ func observedListWatch(cfg *rest.Config, k *Kind, namespace string) (func(metav1
 	}
 	objects := dyn.Resource(k.Resource).Namespace(namespace)
 	list := func(o metav1.ListOptions) (runtime.Object, error) {
-		ul, err := objects.List(o)
-		if err != nil {
-			return nil, err
-		}
-		items := make([]runtime.Object, 0, len(ul.Items))
-		for i := range ul.Items {
-			obj, err := k.fromLive(ul.Items[i].Object)
+		// Page by page, each object trimmed before the next page comes,
+		// so that a new leader's list holds one page of decoded JSON at a
+		// time, not every object's: the pages of one list are one snapshot,
+		// that of the first page's resourceVersion.
+		o.Limit = observedListPage
+		var items []runtime.Object
+		var version string
+		for {
+			ul, err := objects.List(o)
 			if err != nil {
 				return nil, err
 			}
-			items = append(items, obj)
+			if version == "" {
+				version = ul.GetResourceVersion()
+			}
+			for i := range ul.Items {
+				obj, err := k.fromLive(ul.Items[i].Object)
+				if err != nil {
+					return nil, err
+				}
+				if k.Trim != nil {
+					k.Trim(obj)
+				}
+				items = append(items, obj)
+			}
+			if o.Continue = ul.GetContinue(); o.Continue == "" {
+				break
+			}
 		}
 		l := k.NewList()
 		if err := meta.SetList(l, items); err != nil {
@@ -232,8 +253,7 @@ func observedListWatch(cfg *rest.Config, k *Kind, namespace string) (func(metav1
 		if err != nil {
 			return nil, err
 		}
-		accessor.SetResourceVersion(ul.GetResourceVersion())
-		accessor.SetContinue(ul.GetContinue())
+		accessor.SetResourceVersion(version)
 		return l, nil
 	}
 	watchFn := func(o metav1.ListOptions) (watch.Interface, error) {

@@ -21,6 +21,9 @@ const (
 	// the limit that cacheMB also leaves free for the slab allocator's
 	// slack, a full cache stays inside the limit.
 	memcachedOverheadMB = 48
+	// defaultMemoryLimit is the memory container's limit without
+	// spec.resources. The CRD's rule on spec.memoryMB holds it in bytes.
+	defaultMemoryLimit = "128Mi"
 	// minMemoryLimit is the smallest memory limit that leaves memcached a
 	// cache after its overhead.
 	minMemoryLimit = "64Mi"

@@ -238,7 +238,7 @@ func nodeLimit(command []string, nofile uint64, memory int64) string {
 		if v, ok := strings.CutPrefix(a, "--extended="); ok && memory > 0 {
 			for _, o := range strings.Split(v, ",") {
 				if hp, ok := strings.CutPrefix(o, "hashpower="); ok {
-					if n, err := strconv.Atoi(hp); err == nil && n < 63 && int64(8)<<n > memory {
+					if n, err := strconv.Atoi(hp); err == nil && n >= 0 && n < 60 && int64(8)<<n > memory {
 						return fmt.Sprintf("a hash table of %d GiB, above this machine's %d GiB without overcommit", int64(8)<<n>>30, memory>>30)
 					}
 				}

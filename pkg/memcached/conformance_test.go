@@ -411,3 +411,20 @@ func newCase(t *testing.T, name string, m *v1alpha1.Memcached, settings map[stri
 	c.Settings["maxbytes"] = strconv.FormatInt(int64(memcached.CacheMB(m))*memcached.Mebibyte, 10)
 	return c
 }
+
+// TestExtraArgPatternFollowsTheTable checks that extraArgPattern, which the
+// CRD holds too, allows the options of the allow-list and no other.
+func TestExtraArgPatternFollowsTheTable(t *testing.T) {
+	var values, flags []string
+	for _, o := range memcached.ExtraArgOptions {
+		if o.Value == nil {
+			flags = append(flags, o.Name)
+		} else {
+			values = append(values, o.Name)
+		}
+	}
+	want := "^--((" + strings.Join(values, "|") + ")=[A-Za-z0-9_.,:=+-]+|" + strings.Join(flags, "|") + ")$"
+	if memcached.ExtraArgPattern != want {
+		t.Errorf("extraArgPattern: got %s, want %s", memcached.ExtraArgPattern, want)
+	}
+}

@@ -22,7 +22,7 @@ const (
 	WholeNumber = wholeNumber
 	Decimal     = decimal
 	OneOf       = oneOf
-	Size        = size
+	Size        = byteSize
 	Suboptions  = suboptions
 )
 

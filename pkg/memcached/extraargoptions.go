@@ -61,8 +61,8 @@ const (
 	decimal
 	// oneOf is one of a few words.
 	oneOf
-	// size is a number of bytes, or of KiB or MiB with k or m.
-	size
+	// byteSize is a number of bytes, or of KiB or MiB with k or m.
+	byteSize
 	// suboptions is --extended's comma-separated list (extendedOptions).
 	suboptions
 )
@@ -99,7 +99,7 @@ func (r *valueRule) allows(v string) bool {
 		}
 		return false
 	}
-	return true // size and suboptions have checks of their own
+	return true // byteSize and suboptions have checks of their own
 }
 
 // Why each value is refused, beyond the messages of extraargs.go;
@@ -124,7 +124,7 @@ var extraArgOptions = []extraArgOption{
 	// --threads above 64 runs, with a warning that more worker threads than
 	// cores only add contention; 64 is the operator's bound.
 	{Name: "threads", Short: "t", Value: &valueRule{Kind: wholeNumber, Min: 1, Max: 64, Message: msgThreads, PolicyMax: true}, Setting: "num_threads"},
-	{Name: "max-item-size", Short: "I", Value: &valueRule{Kind: size, Min: slabChunkBytes, Max: maxItemBytes, Message: msgItemSize}, Setting: "item_size_max"},
+	{Name: "max-item-size", Short: "I", Value: &valueRule{Kind: byteSize, Min: slabChunkBytes, Max: maxItemBytes, Message: msgItemSize}, Setting: "item_size_max"},
 	{Name: "slab-growth-factor", Short: "f", Value: &valueRule{Kind: decimal, Min: 1, Message: msgGrowthFactor}, Setting: "growth_factor"},
 	{Name: "slab-min-size", Short: "n", Value: &valueRule{Kind: wholeNumber, Min: 1, Max: maxInt32, Message: msgSlabMinSize}, Setting: "chunk_size"},
 	{Name: "max-reqs-per-event", Short: "R", Value: &valueRule{Kind: wholeNumber, Min: 1, Max: maxInt32, Message: msgReqsPerEvent}, Setting: "reqs_per_event"},

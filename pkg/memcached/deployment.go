@@ -303,7 +303,7 @@ func memcachedResources(m *v1alpha1.Memcached) corev1.ResourceRequirements {
 			corev1.ResourceMemory: resource.MustParse("96Mi"),
 		},
 		Limits: corev1.ResourceList{
-			corev1.ResourceMemory: resource.MustParse("128Mi"),
+			corev1.ResourceMemory: resource.MustParse(defaultMemoryLimit),
 		},
 	}
 }

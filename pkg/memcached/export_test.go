@@ -4,6 +4,28 @@ package memcached
 // can share the fixtures of memcachedtest, which builds on this package.
 // These names give them the unexported rules and limits they check.
 
+// The allow-list of spec.extraArgs, for the conformance corpus.
+type (
+	ExtraArgOption = extraArgOption
+	ValueRule      = valueRule
+)
+
+var (
+	ExtraArgOptions    = extraArgOptions
+	ExtendedOptions    = extendedOptions
+	ExtendedPattern    = extendedPattern
+	WholeNumberPattern = wholeNumberPattern
+	ItemSizeBytes      = itemSizeBytes
+)
+
+const (
+	WholeNumber = wholeNumber
+	Decimal     = decimal
+	OneOf       = oneOf
+	Size        = byteSize
+	Suboptions  = suboptions
+)
+
 var (
 	AvailableCondition   = availableCondition
 	CacheMB              = cacheMB
@@ -17,8 +39,10 @@ var (
 const (
 	ConnLimitPattern         = connLimitPattern
 	ConnsPerThread           = connsPerThread
+	MinConnLimit             = minConnLimit
 	DefaultCacheMB           = defaultCacheMB
 	DefaultItemBytes         = defaultItemBytes
+	DefaultMemoryLimit       = defaultMemoryLimit
 	DefaultThreads           = defaultThreads
 	ExtraArgPattern          = extraArgPattern
 	HashpowerPattern         = hashpowerPattern
@@ -33,6 +57,11 @@ const (
 	MetricsPortName          = metricsPortName
 	MsgAuthProtocol          = msgAuthProtocol
 	MsgConnLimit             = msgConnLimit
+	MsgExtended              = msgExtended
+	MsgGrowthFactor          = msgGrowthFactor
+	MsgListenBacklog         = msgListenBacklog
+	MsgReqsPerEvent          = msgReqsPerEvent
+	MsgSlabMinSize           = msgSlabMinSize
 	MsgConnsPerThread        = msgConnsPerThread
 	MsgHashpower             = msgHashpower
 	MsgHashpowerThreads      = msgHashpowerThreads

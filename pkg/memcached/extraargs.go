@@ -6,19 +6,22 @@ import (
 	"strings"
 )
 
-// The values of spec.extraArgs that memcached 1.6 starts with. memcached
-// checks them only when it starts, and exits on a bad one, so a pod with
-// one would crash-loop; the CRD refuses them with the same patterns and
-// messages, which TestCRDHasTheSameRules checks against deploy/crd.yaml.
-// Each bound was tried on Debian's memcached 1.6.18 and its messages read.
+// The values of spec.extraArgs that memcached 1.6 starts and serves with.
+// memcached checks them only when it starts, and exits on a bad one, so a
+// pod with one would crash-loop; the CRD refuses them with the same bounds
+// and messages, which TestCRDHasTheSameRules checks against deploy/crd.yaml,
+// and TestConformance (test/e2e) starts Debian's memcached 1.6.18 with the
+// values at and beyond each bound to check both.
 const (
-	// threadsPattern is --threads from 1 to 64. memcached exits on 0 and
-	// warns above 64 that more threads than cores are not recommended.
+	// threadsPattern is the CRD's form of --threads from 1 to 64
+	// (extraArgOptions). memcached exits on 0 and warns above 64 that more
+	// threads than cores are not recommended.
 	threadsPattern = `^--threads=([1-9]|[1-5][0-9]|6[0-4])$`
-	// protocolPattern is --protocol with one of the names memcached knows.
+	// protocolPattern is the CRD's form of --protocol with one of the names
+	// memcached knows.
 	protocolPattern = `^--protocol=(auto|ascii|binary)$`
-	// connLimitPattern is --conn-limit above 0, at most seven digits; the
-	// CRD and connLimitError also bound it to maxConnLimit.
+	// connLimitPattern is the CRD's form of --conn-limit above 0, at most
+	// seven digits; the CRD also bounds it to maxConnLimit.
 	connLimitPattern = `^--conn-limit=[1-9][0-9]{0,6}$`
 	// hashpowerPattern is one hashpower= item of --extended, within
 	// memcached's own bounds of 12 to 32.
@@ -30,11 +33,15 @@ const (
 	// CRI gives containers its own limit, which may be lower, so a value
 	// below this bound can still fail on some nodes.
 	maxConnLimit = 1048576
-	// connsPerThread is the least --conn-limit per worker thread: memcached
-	// takes about five file descriptors per thread from that limit before
-	// any client connects (22 with 4 threads, 322 with 64, measured), and
-	// exits when they run out.
+	// connsPerThread is the least --conn-limit per worker thread, and
+	// minConnLimit the least of all: memcached takes five file descriptors
+	// per thread and a few more from that limit before any client connects
+	// (it exits below 5 per thread and 4, at 64 threads below 324, and with
+	// 1 thread serves no client below 17, measured by TestConformance's
+	// corpus); the rest are for clients. Both are bounds of the operator's
+	// own: memcached starts and serves one client with less.
 	connsPerThread = 16
+	minConnLimit   = 32
 	// defaultThreads is memcached's thread count without --threads.
 	defaultThreads = 4
 	// slabChunkBytes is memcached's largest slab chunk: --max-item-size must
@@ -57,14 +64,12 @@ const (
 	msgHashpower        = "--extended=hashpower must be a whole number from 12 to 32: memcached exits outside those bounds"
 	msgItemSizeFits     = "--max-item-size (1m when not set) must be at most half of memcached's cache, memoryMB or the value derived from the memory limit: memcached exits otherwise"
 	msgHashpowerThreads = "--extended=hashpower must be above the power of memcached's item lock table, which is 12 with 4 threads (the default), 13 with 5 to 10, 14 with 11 to 20 and 15 with more: memcached exits otherwise"
-	msgConnsPerThread   = "--conn-limit must be at least 16 per worker thread (64 with the default 4 threads): memcached takes file descriptors for each thread from that limit before any client connects, and exits when they run out"
+	msgConnsPerThread   = "--conn-limit must be at least 16 per worker thread (64 with the default 4 threads) and at least 32: memcached takes file descriptors for each thread from that limit before any client connects, and exits or refuses clients when they run out"
 )
 
 var (
-	threadsRegexp   = regexp.MustCompile(threadsPattern)
-	protocolRegexp  = regexp.MustCompile(protocolPattern)
-	connLimitRegexp = regexp.MustCompile(connLimitPattern)
 	hashpowerRegexp = regexp.MustCompile(hashpowerPattern)
+	extendedRegexp  = regexp.MustCompile(extendedPattern)
 	// itemSizeRegexp is --max-item-size as memcached reads it: a number of
 	// bytes, or of KiB or MiB with k or m. memcached reads "1.5m" as 1m and
 	// "1g" as 1 byte, so neither is allowed.
@@ -72,26 +77,34 @@ var (
 )
 
 // extraArgValueError returns why memcached would exit on a, one item of
-// spec.extraArgs that matches extraArgPattern, or "".
+// spec.extraArgs that matches extraArgPattern, or not read its value as
+// written, or "".
 func extraArgValueError(a string) string {
-	switch {
-	case strings.HasPrefix(a, "--threads=") && !threadsRegexp.MatchString(a):
-		return msgThreads
-	case strings.HasPrefix(a, "--protocol=") && !protocolRegexp.MatchString(a):
-		return msgProtocol
-	case strings.HasPrefix(a, "--conn-limit=") && (!connLimitRegexp.MatchString(a) || optionInt(a) > maxConnLimit):
-		return msgConnLimit
-	case strings.HasPrefix(a, "--max-item-size="):
+	name, value, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+	o, ok := extraArgOptionNamed(name)
+	if !ok || o.Value == nil {
+		return "" // a flag: extraArgPattern allows it without a value only
+	}
+	switch name {
+	case "max-item-size":
 		b := itemSizeBytes(a)
 		if b < slabChunkBytes || b > maxItemBytes || b%slabChunkBytes != 0 {
 			return msgItemSize
 		}
-	case strings.HasPrefix(a, "--extended="):
-		for _, o := range strings.Split(strings.TrimPrefix(a, "--extended="), ",") {
-			if strings.HasPrefix(o, "hashpower") && !hashpowerRegexp.MatchString(o) {
+		return ""
+	case "extended":
+		for _, sub := range strings.Split(value, ",") {
+			if strings.HasPrefix(sub, "hashpower") && !hashpowerRegexp.MatchString(sub) {
 				return msgHashpower
 			}
 		}
+		if !extendedRegexp.MatchString(a) {
+			return msgExtended
+		}
+		return ""
+	}
+	if !o.Value.allows(value) {
+		return o.Value.Message
 	}
 	return ""
 }
@@ -137,7 +150,7 @@ func extraArgsConflict(args []string, cacheMB int32) string {
 			}
 		}
 		for _, c := range connLimits {
-			if c < connsPerThread*t {
+			if c < connsPerThread*t || c < minConnLimit {
 				return msgConnsPerThread
 			}
 		}

@@ -21,6 +21,9 @@ const (
 	// the limit that cacheMB also leaves free for the slab allocator's
 	// slack, a full cache stays inside the limit.
 	memcachedOverheadMB = 48
+	// defaultMemoryLimit is the memory container's limit without
+	// spec.resources. The CRD's rule on spec.memoryMB holds it in bytes.
+	defaultMemoryLimit = "128Mi"
 	// minMemoryLimit is the smallest memory limit that leaves memcached a
 	// cache after its overhead.
 	minMemoryLimit = "64Mi"
@@ -125,7 +128,10 @@ func validateSecurity(m *v1alpha1.Memcached) error {
 // deploy/crd.yaml's rule carries the same message.
 const msgAuthProtocol = "spec.auth needs --protocol=ascii or none: memcached's password file works with the ASCII protocol only, and memcached exits when binary or auto is asked for with it"
 
-// validateMemory checks the memory limit and memoryMB against each other.
+// validateMemory checks the memory limit, set or defaulted, and memoryMB
+// against each other. With spec.resources but no memory limit, a
+// LimitRange may give the container one, which neither this check nor the
+// CRD's rule can know; memcached then runs memoryMB under that limit.
 func validateMemory(m *v1alpha1.Memcached) error {
 	limit, ok := memcachedResources(m).Limits[corev1.ResourceMemory]
 	if !ok {

@@ -89,7 +89,8 @@ func TestValidateSpec(t *testing.T) {
 		{name: "conn limit of eight digits", extraArgs: []string{"--conn-limit=10000000"}, wantErr: memcached.MsgConnLimit},
 		{name: "conn limit of 16 per default thread", extraArgs: []string{"--conn-limit=64"}},
 		{name: "conn limit below 16 per default thread", extraArgs: []string{"--conn-limit=63"}, wantErr: "spec.extraArgs: " + memcached.MsgConnsPerThread},
-		{name: "conn limit of 16 per thread", extraArgs: []string{"--threads=1", "--conn-limit=16"}},
+		{name: "conn limit of 16 per thread", extraArgs: []string{"--threads=2", "--conn-limit=32"}},
+		{name: "conn limit of 16 with 1 thread, below 32", extraArgs: []string{"--threads=1", "--conn-limit=31"}, wantErr: memcached.MsgConnsPerThread},
 		{name: "conn limit below 16 per thread", extraArgs: []string{"--conn-limit=1000", "--threads=64"}, wantErr: memcached.MsgConnsPerThread},
 		{name: "hashpower 40", extraArgs: []string{"--extended=hashpower=40"}, wantErr: `"--extended=hashpower=40": ` + memcached.MsgHashpower},
 		{name: "hashpower 11", extraArgs: []string{"--extended=hashpower=11"}, wantErr: memcached.MsgHashpower},
@@ -120,6 +121,28 @@ func TestValidateSpec(t *testing.T) {
 		{name: "item size half of the derived cache", extraArgs: []string{"--max-item-size=32m"}},
 		{name: "default item size with memoryMB 1", memoryMB: memcachedtest.Int32p(1), wantErr: memcached.MsgItemSizeFits},
 		{name: "small item size with memoryMB 1", extraArgs: []string{"--max-item-size=512k"}, memoryMB: memcachedtest.Int32p(1)},
+
+		{name: "growth factor above 1", extraArgs: []string{"--slab-growth-factor=1.01", "--slab-growth-factor=2"}},
+		{name: "growth factor 0.5", extraArgs: []string{"--slab-growth-factor=0.5"}, wantErr: `"--slab-growth-factor=0.5": ` + memcached.MsgGrowthFactor},
+		{name: "growth factor 1", extraArgs: []string{"--slab-growth-factor=1.0"}, wantErr: memcached.MsgGrowthFactor},
+		{name: "growth factor with letters", extraArgs: []string{"--slab-growth-factor=2x"}, wantErr: memcached.MsgGrowthFactor},
+		{name: "slab min size 0", extraArgs: []string{"--slab-min-size=0"}, wantErr: memcached.MsgSlabMinSize},
+		{name: "slab min size at its maximum", extraArgs: []string{"--slab-min-size=2147483647"}},
+		{name: "slab min size above its maximum", extraArgs: []string{"--slab-min-size=2147483648"}, wantErr: memcached.MsgSlabMinSize},
+		{name: "requests per event 0", extraArgs: []string{"--max-reqs-per-event=0"}, wantErr: memcached.MsgReqsPerEvent},
+		{name: "requests per event 1", extraArgs: []string{"--max-reqs-per-event=1"}},
+		{name: "negative requests per event", extraArgs: []string{"--max-reqs-per-event=-1"}, wantErr: memcached.MsgReqsPerEvent},
+		{name: "listen backlog 0", extraArgs: []string{"--listen-backlog=0"}},
+		{name: "listen backlog above int32", extraArgs: []string{"--listen-backlog=2147483648"}, wantErr: memcached.MsgListenBacklog},
+		{name: "extended suboptions of the allow-list", extraArgs: []string{"--extended=hash_algorithm=xxh3,idle_timeout=2147483647,lru_crawler_tocrawl=4294967295,lru_crawler_sleep=1000000,track_sizes,slab_automove=2,hashpower=20"}},
+		{name: "extended foo", extraArgs: []string{"--extended=foo"}, wantErr: `"--extended=foo": ` + memcached.MsgExtended},
+		{name: "extended suboption the operator sets", extraArgs: []string{"--extended=ssl_verify_mode=0"}, wantErr: memcached.MsgExtended},
+		{name: "extended sleep above a second", extraArgs: []string{"--extended=lru_crawler_sleep=1000001"}, wantErr: memcached.MsgExtended},
+		{name: "extended flag with a value", extraArgs: []string{"--extended=track_sizes=1"}, wantErr: memcached.MsgExtended},
+		{name: "extended trailing comma", extraArgs: []string{"--extended=track_sizes,"}, wantErr: memcached.MsgExtended},
+		{name: "memoryMB 64 with the default limit", memoryMB: memcachedtest.Int32p(64)},
+		{name: "memoryMB 96 with the default limit", memoryMB: memcachedtest.Int32p(96), wantErr: "spec.memoryMB 96 does not fit the memory limit 128Mi: at most 64"},
+		{name: "memoryMB 96 without a memory limit", memoryMB: memcachedtest.Int32p(96), resources: &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}},
 
 		// Pod fields the API server validates.
 		{name: "tolerations the API server accepts", tolerations: []corev1.Toleration{
@@ -175,13 +198,14 @@ func TestCRDHasTheSameRules(t *testing.T) {
 		memcached.MemcachedOverheadMB != 48 || memcached.Mebibyte != 1048576 {
 		t.Errorf("deploy/crd.yaml has no rule %s, the one derivedCacheMB follows", want)
 	}
-	for _, pattern := range []string{memcached.ThreadsPattern, memcached.ProtocolPattern, memcached.ConnLimitPattern, memcached.HashpowerPattern} {
+	for _, pattern := range []string{memcached.ThreadsPattern, memcached.ProtocolPattern, memcached.ConnLimitPattern, memcached.HashpowerPattern, memcached.ExtendedPattern} {
 		if want := ".matches('" + pattern + "')"; !strings.Contains(string(crd), want) {
 			t.Errorf("deploy/crd.yaml has no rule with %s", want)
 		}
 	}
 	for _, message := range []string{
 		memcached.MsgThreads, memcached.MsgProtocol, memcached.MsgConnLimit, memcached.MsgItemSize, memcached.MsgHashpower, memcached.MsgItemSizeFits, memcached.MsgHashpowerThreads, memcached.MsgConnsPerThread,
+		memcached.MsgGrowthFactor, memcached.MsgSlabMinSize, memcached.MsgReqsPerEvent, memcached.MsgListenBacklog, memcached.MsgExtended,
 		memcached.MsgTolerationKeyless, memcached.MsgTolerationSeconds, memcached.MsgTolerationExistsValue, memcached.MsgAuthProtocol,
 	} {
 		if want := `message: "` + message + `"`; !strings.Contains(string(crd), want) {
@@ -189,12 +213,14 @@ func TestCRDHasTheSameRules(t *testing.T) {
 		}
 	}
 	// The numbers of the rules that are not patterns.
+	defaultLimit := resource.MustParse(memcached.DefaultMemoryLimit)
 	for _, want := range []string{
 		fmt.Sprintf("int(self.substring(13)) <= %d", memcached.MaxConnLimit),
 		fmt.Sprintf("b >= %d && b <= %d && b %% %d == 0", memcached.SlabChunkBytes, memcached.MaxItemBytes, memcached.SlabChunkBytes),
 		fmt.Sprintf("* 2 <= cache * %d) : cache >= %d", memcached.Mebibyte, 2*memcached.DefaultItemBytes/memcached.Mebibyte),
 		fmt.Sprintf("ts.size() == 0 ? %d : ts.max()", memcached.DefaultThreads),
-		fmt.Sprintf("int(c.substring(13)) >= %d * t", memcached.ConnsPerThread),
+		fmt.Sprintf("int(c.substring(13)) >= %d * t && int(c.substring(13)) >= %d", memcached.ConnsPerThread, memcached.MinConnLimit),
+		fmt.Sprintf(": (self.memoryMB + 48) * 8 * 1048576 <= %d * 7)", defaultLimit.Value()),
 		"- 48 : 64]", // the cache without a memory limit: memcached.DefaultCacheMB
 	} {
 		if !strings.Contains(string(crd), want) {

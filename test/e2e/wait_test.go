@@ -22,8 +22,9 @@ const refusedWaitTimeout = 5 * time.Second
 // operator's conditions. --for=condition=Progressing=false returns once a
 // scale and a roll are done, and when a refused change is fixed; it does
 // not return for a change that the operator refuses (an image outside its
-// policy, a memoryMB that the default memory limit cannot hold, a new
-// Memcached outside the policy), although the operator has written
+// policy, a keyless toleration the policy forbids, a new Memcached outside
+// the policy: what the CRD cannot refuse, which a memoryMB too large for the
+// default limit no longer is), although the operator has written
 // Degraded=True for that very generation, and
 // --for=condition=Degraded returns for it.
 func TestKubectlWaitProgressing(t *testing.T) {
@@ -34,7 +35,7 @@ func TestKubectlWaitProgressing(t *testing.T) {
 		name   = "cache"
 		evil   = "evil.example.org/miner:1"
 	)
-	ns.startOperator("--allowed-image-prefixes=" + prefix)
+	ns.startOperator("--allowed-image-prefixes="+prefix, "--forbid-keyless-tolerations")
 	ns.apply(memcachedManifest(name, "spec:\n  size: 2\n  image: "+prefix+"memcached:1\n"))
 	ns.waitConverged(name, 2)
 
@@ -52,9 +53,9 @@ func TestKubectlWaitProgressing(t *testing.T) {
 		{name: "waits while an image outside the policy is refused", patch: `{"spec":{"image":"` + evil + `"}}`,
 			refused: "PolicyViolation", why: `spec.image "` + evil + `" does not start with`},
 		{name: "returns once the refused change is undone", patch: `{"spec":{"image":"` + prefix + `memcached:2"}}`, size: 3, image: prefix + "memcached:2"},
-		{name: "waits while memoryMB does not fit the default memory limit", patch: `{"spec":{"memoryMB":96}}`,
-			refused: "InvalidSpec", why: "spec.memoryMB 96 does not fit the memory limit 128Mi"},
-		{name: "returns once a fix of memoryMB has rolled", patch: `{"spec":{"memoryMB":32}}`, size: 3, image: prefix + "memcached:2"},
+		{name: "waits while a keyless toleration is refused", patch: `{"spec":{"tolerations":[{"operator":"Exists"}]}}`,
+			refused: "PolicyViolation", why: "spec.tolerations[0] has no key and operator Exists"},
+		{name: "returns once the toleration names a key", patch: `{"spec":{"tolerations":[{"key":"dedicated","operator":"Exists"}]}}`, size: 3, image: prefix + "memcached:2"},
 	}
 	for _, step := range steps {
 		ok := t.Run(step.name, func(t *testing.T) {

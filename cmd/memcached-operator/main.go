@@ -173,7 +173,13 @@ func run(opts *options) error {
 			return err
 		}
 		client.CheckServedEvery(opts.serviceMonitorCheck)
-		handler := stub.NewHandler(client, recorder, opts.memcachedImage)
+		var writer stub.Client = client
+		if elector != nil {
+			// No write leaves this process once its Lease may have
+			// passed to another (see leader.Elector.MayWrite).
+			writer = stub.GateWrites(client, elector.MayWrite)
+		}
+		handler := stub.NewHandler(writer, recorder, opts.memcachedImage)
 		handler.UseSidecarImage(opts.sidecarImage)
 		handler.BatchChildUpdates(opts.childBatch)
 		handler.ReportProgressEvery(opts.progressEvery)

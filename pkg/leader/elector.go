@@ -236,6 +236,28 @@ func (e *Elector) Leading() bool {
 	return e.leading.Load()
 }
 
+// ErrMayNotWrite is wrapped by MayWrite's refusals.
+var ErrMayNotWrite = errors.New("this process may not write as the leader")
+
+// MayWrite returns nil while this process leads and its last renewal of
+// the Lease was sent less than RenewDeadline less RetryPeriod ago; else an
+// error that wraps ErrMayNotWrite. A standby takes the Lease no earlier
+// than LeaseDuration after the leader's last renewal, and the leader gives
+// up leading at RenewDeadline (see watch): a write that a reconcile starts
+// after asking, a RetryPeriod before that, reaches the API server before
+// another leader can write, while one that a stalled renewal would leave
+// to an old leader is never sent.
+func (e *Elector) MayWrite() error {
+	if !e.leading.Load() {
+		return fmt.Errorf("%w: it does not hold lease %s", ErrMayNotWrite, e.cfg.Lock.Describe())
+	}
+	since := time.Since(e.cfg.Lock.RenewedAt())
+	if limit := e.cfg.RenewDeadline - e.cfg.RetryPeriod; since > limit {
+		return fmt.Errorf("%w: its last renewal of lease %s was sent %v ago, more than %v", ErrMayNotWrite, e.cfg.Lock.Describe(), since.Round(time.Millisecond), limit)
+	}
+	return nil
+}
+
 // Check is the readiness of a candidate: nil while the API server answers
 // about the Lease, so that this replica is leading or is a standby that can
 // take over; an error once it has not answered for LeaseDuration, or has

@@ -471,3 +471,55 @@ func TestLeadReturningReleasesTheLease(t *testing.T) {
 		t.Errorf("lease spec %v, want released", spec)
 	}
 }
+
+// TestMayWriteStopsBeforeAnotherCanLead: while the leader's renewals stall,
+// MayWrite refuses from RenewDeadline less RetryPeriod after its last
+// renewal on, so no write leaves it after its own deadline, and none is
+// allowed once the standby can lead.
+func TestMayWriteStopsBeforeAnotherCanLead(t *testing.T) {
+	api := newFakeAPI()
+	fa, fb := newFront(t, api), newFront(t, api)
+	a := start(t, fa, "pod-a")
+	a.waitLead(t, 5*time.Second)
+	if err := a.elector.MayWrite(); err != nil {
+		t.Fatalf("MayWrite while leading: %v", err)
+	}
+	b := start(t, fb, "pod-b")
+	defer overlapWatch(t, a, b)()
+
+	// Ask as a worker would before each write, until b leads.
+	var lastAllowed time.Time
+	stop := make(chan struct{})
+	asked := make(chan struct{})
+	go func() {
+		defer close(asked)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			at := time.Now() // before the call: MayWrite's own clock is later
+			if a.elector.MayWrite() == nil {
+				lastAllowed = at
+			}
+			time.Sleep(time.Millisecond) // the pace of the asking, not a wait for a result
+		}
+	}()
+	fa.pause()
+	a.waitEnd(t, 5*time.Second)
+	bLed := b.waitLead(t, 5*time.Second)
+	close(stop)
+	<-asked
+
+	renewed := a.elector.cfg.Lock.RenewedAt()
+	if err := a.elector.MayWrite(); !errors.Is(err, ErrMayNotWrite) {
+		t.Errorf("MayWrite after the loss: got %v, want ErrMayNotWrite", err)
+	}
+	if limit := testRenewDeadline - testRetryPeriod; lastAllowed.Sub(renewed) > limit {
+		t.Errorf("a write was allowed %v after the last renewal, want at most %v", lastAllowed.Sub(renewed), limit)
+	}
+	if !lastAllowed.Before(bLed) {
+		t.Errorf("a write was allowed at %v, after pod-b led at %v", lastAllowed, bLed)
+	}
+}

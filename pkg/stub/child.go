@@ -133,7 +133,7 @@ func (c *ownedChild[T]) ensure(h *Handler, m *v1alpha1.Memcached) *failure {
 	if c.replace != nil {
 		if why := c.replace(got); why != "" {
 			if err := h.client.Delete(c.api, got.GetNamespace(), got.GetName(), got.GetUID()); err != nil && !isGone(err) {
-				return newFailure(c.updateFailed, "failed to delete %s %s/%s, %s: %v", c.kind, got.GetNamespace(), got.GetName(), why, err)
+				return newFailure(c.updateFailed, "failed to delete %s %s/%s, %s: %w", c.kind, got.GetNamespace(), got.GetName(), why, err)
 			}
 			return nil
 		}
@@ -214,7 +214,7 @@ func (c *ownedChild[T]) remove(h *Handler, m *v1alpha1.Memcached) *failure {
 		if isGone(err) {
 			return nil
 		}
-		return newFailure(c.deleteFailed, "failed to delete %s %s/%s: %v", c.kind, got.GetNamespace(), got.GetName(), err)
+		return newFailure(c.deleteFailed, "failed to delete %s %s/%s: %w", c.kind, got.GetNamespace(), got.GetName(), err)
 	}
 	c.deleted.record(h, m, got.GetName())
 	return nil

@@ -84,7 +84,7 @@ func ensureExists[T kube.Object](m *v1alpha1.Memcached, k childKind, get, read f
 		return obj, false, nil
 	}
 	if err != nil {
-		return obj, false, newFailure(k.createFailed, "failed to create %s %s/%s: %v", k.kind, m.Namespace, m.Name, err)
+		return obj, false, newFailure(k.createFailed, "failed to create %s %s/%s: %w", k.kind, m.Namespace, m.Name, err)
 	}
 	return obj, true, nil
 }

@@ -93,10 +93,11 @@ func (h *Handler) reconcileSteps(m *v1alpha1.Memcached) error {
 		return h.updateStatus(m, nil, nil, false, newFailure(memcached.ReasonDeploymentCreateFailed, "%v", err))
 	}
 	d, created, applied, f := h.ensureChildren(m, want)
-	if f != nil && errors.Is(f, kube.ErrReplaced) {
-		// Nothing failed: a child was replaced within the cache's lag. The
-		// reconcile runs again, with backoff, and acts on the new child
-		// once the cache shows it.
+	if f != nil && (errors.Is(f, kube.ErrReplaced) || errors.Is(f, ErrWritesStopped)) {
+		// Nothing failed: a child was replaced within the cache's lag, or
+		// this process may not write now (see GateWrites). The reconcile
+		// runs again, with backoff, and acts on the new child once the
+		// cache shows it, or once it may write.
 		return f
 	}
 	if created && f == nil {
@@ -304,7 +305,7 @@ func (h *Handler) updateStatus(m *v1alpha1.Memcached, want *desiredDeployment, d
 	status, f, warn := h.desiredStatus(m, want, d, applied, f)
 	err := h.writeStatus(m, status)
 	switch {
-	case errors.Is(err, errStale):
+	case errors.Is(err, errStale), errors.Is(err, ErrWritesStopped):
 		// The reconcile runs again on the newer Memcached, whose status
 		// tells whether the failure is already reported.
 		return err
@@ -437,5 +438,5 @@ func (h *Handler) writeStatus(m *v1alpha1.Memcached, status v1alpha1.MemcachedSt
 	if apierrors.IsConflict(err) {
 		return fmt.Errorf("failed to update status of memcached %s/%s: %w", m.Namespace, m.Name, errStale)
 	}
-	return fmt.Errorf("failed to update status of memcached %s/%s: %v", m.Namespace, m.Name, err)
+	return fmt.Errorf("failed to update status of memcached %s/%s: %w", m.Namespace, m.Name, err)
 }

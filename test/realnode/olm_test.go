@@ -123,7 +123,6 @@ type olmInstall struct {
 // ServiceAccount + RBAC (Succeeded), and the operator pod running release 0.0.1. On failure
 // the test logs the namespace, OLM's log, the operator's and the kubelet's.
 func installThroughOLM(ctx context.Context, t *testing.T) olmInstall {
-	t.Helper()
 	workDir := filepath.Join(scratch, "olm")
 	if err := os.RemoveAll(workDir); err != nil {
 		t.Fatal(err)
@@ -226,7 +225,6 @@ func installThroughOLM(ctx context.Context, t *testing.T) olmInstall {
 // reconciled the n Memcacheds with nothing left queued: a template that this release meant
 // to change has been written by the time it returns.
 func (in olmInstall) upgrade(ctx context.Context, t *testing.T, n int) {
-	t.Helper()
 	k := in.k
 	mustRun(ctx, t, k, "apply", "-f", localCSV(t, in.workDir, "0.0.2", in.images))
 	waitForCSVSucceeded(ctx, t, k, "0.0.2")

@@ -1,6 +1,6 @@
 // Package olm tests the operator's OLM catalog: that it is what deploy/ renders and that
 // the Operator Framework's own validators accept it. That a real OLM installs and upgrades
-// it on a real node is test/realnode's TestOLMInstallsAndUpgradesOperator.
+// it on a real node is checked by test/realnode's TestPromisesAcrossFeatures.
 package olm
 
 import (

@@ -2,6 +2,7 @@ package realnode
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"reflect"
 	"strings"
@@ -46,8 +47,9 @@ type promiseEnv struct {
 // 0.0.1 through OLM (installThroughOLM: the guide's flow, CSV Pending until its requirements
 // exist), creates side by side the guide's two plain caches, one with TLS and one with TLS,
 // client certificates, auth and monitoring, writes a key to every pod, and then applies each
-// step of the table to all of them: a hand edit of the Deployment and the Service, a rotation
-// of the TLS Secrets, a change of the operator's leader, and the OLM upgrade to 0.0.2. After
+// step of the table to all of them: a hand edit of the Deployment and the Service, an in-place
+// edit of the auth Secret, a rotation of the TLS Secrets, a change of the operator's leader,
+// and the OLM upgrade to 0.0.2. After
 // each step, requirePromises checks on every cache that the status says what the pods do,
 // that no pod was replaced or restarted (no step needs one), that the keys written before
 // read back through TLS and the login where the cache has them, and that the Deployment and
@@ -97,7 +99,7 @@ func TestPromisesAcrossFeatures(t *testing.T) {
 
 	steps := []promiseStep{
 		{"hand edit of the Deployment and the Service", handEdit},
-		// The in-place auth Secret edit (TestPasswordRotation, branch authreload) goes here, before the rotation that must still reach memcached.
+		{"in-place edit of the auth Secret", rotatePasswords},
 		{"rotation of the TLS Secrets", rotateCertificates},
 		{"leader change", changeLeader},
 		{"OLM upgrade 0.0.1 -> 0.0.2", upgradeOperator},
@@ -124,6 +126,44 @@ func handEdit(ctx context.Context, t *testing.T, e *promiseEnv) {
 		mustRun(ctx, t, e.olm.k, "patch", "deployment", c.name, "--type=json", "-p",
 			`[{"op":"replace","path":"/spec/strategy/rollingUpdate/maxUnavailable","value":3}]`)
 	}
+}
+
+// rotatePasswords edits the auth Secret in place: a new user, and the one the test logged in
+// with gone. Within secretBudget, derived from the kubelet's sync period, every pod of the
+// caches with auth logs the new user in and refuses the old one; from then on the test logs
+// in as the new user, and the rotation after this step must still reach memcached through
+// the sidecar's login.
+func rotatePasswords(ctx context.Context, t *testing.T, e *promiseEnv) {
+	const newUser, newPassword = "promises-rotated", "rotated-password-2"
+	applySecret(t, e.olm.k, upgradeUsersSecret, "Opaque", map[string][]byte{"passwords": []byte(newUser + ":" + newPassword + "\n")})
+	waitFor(ctx, t, secretBudget(t), "every pod of the caches with auth to log the new user in and refuse the old one", func(ctx context.Context) error {
+		for _, c := range e.caches {
+			if !c.auth {
+				continue
+			}
+			var cert *tls.Certificate
+			if c.clientCert {
+				cert = e.clients.cert
+			}
+			for pod, s := range e.pods[c.name] {
+				conn, _, err := session(ctx, s.addr(), e.ca, cert, newUser, newPassword)
+				if err != nil {
+					return fmt.Errorf("%s: pod %s: the new login: %v", c.name, pod, err)
+				}
+				conn.Close()
+				conn, _, err = session(ctx, s.addr(), e.ca, cert, e.clients.user, e.clients.password)
+				if err == nil {
+					conn.Close()
+					return fmt.Errorf("%s: pod %s: the old login still works", c.name, pod)
+				}
+				if !strings.Contains(err.Error(), "CLIENT_ERROR") {
+					return fmt.Errorf("%s: pod %s: the old login: %v", c.name, pod, err)
+				}
+			}
+		}
+		return nil
+	})
+	e.clients.user, e.clients.password = newUser, newPassword
 }
 
 // rotateCertificates gives each TLS cache's Secret a certificate from a new key and waits

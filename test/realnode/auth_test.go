@@ -206,12 +206,22 @@ monitoring: {enabled: true}`)
 			if c.uids[p.Metadata.Name] != p.Metadata.UID {
 				t.Errorf("%s: pod %s (%s) is not one of the pods before the edit %v", c.name, p.Metadata.Name, p.Metadata.UID, c.uids)
 			}
-			out, err := admin.Run(ctx, "logs", p.Metadata.Name, "-c", "sidecar")
+			// memcached takes the new file at the SIGHUP, before the sidecar
+			// confirms the load with a login and logs it: the client above
+			// can see the new password work first, so wait for the line.
+			var out string
+			err := framework.Eventually(ctx, time.Minute, "pod "+p.Metadata.Name+"'s sidecar to log the load of the new file", func(ctx context.Context) error {
+				var err error
+				if out, err = admin.Run(ctx, "logs", p.Metadata.Name, "-c", "sidecar"); err != nil {
+					return err
+				}
+				if !strings.Contains(out, "memcached loaded its -Y file on SIGHUP") || !strings.Contains(out, "sidecarUser="+newUser) {
+					return fmt.Errorf("not yet")
+				}
+				return nil
+			})
 			if err != nil {
-				t.Fatal(err)
-			}
-			if !strings.Contains(out, "memcached loaded its -Y file on SIGHUP") || !strings.Contains(out, "sidecarUser="+newUser) {
-				t.Errorf("pod %s: the sidecar's log does not tell the load of the new file:\n%s", p.Metadata.Name, out)
+				t.Errorf("%v: the sidecar's log:\n%s", err, out)
 			}
 		}
 		for pod, addr := range c.addrs {

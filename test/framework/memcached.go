@@ -43,6 +43,12 @@ func MemcachedGet(addr, key, want string) error {
 // MemcachedStats returns memcached's general-purpose statistics (`stats`) from addr; the
 // client library has no call for them, and the text protocol is simple.
 func MemcachedStats(addr string) (map[string]string, error) {
+	return memcachedStatsGroup(addr, "")
+}
+
+// memcachedStatsGroup returns `stats <group>` from addr, the general stats for "". A value
+// may hold spaces, as some of `stats settings` do.
+func memcachedStatsGroup(addr, group string) (map[string]string, error) {
 	conn, err := net.DialTimeout("tcp", addr, MemcachedTimeout)
 	if err != nil {
 		return nil, err
@@ -51,7 +57,7 @@ func MemcachedStats(addr string) (map[string]string, error) {
 	if err := conn.SetDeadline(time.Now().Add(MemcachedTimeout)); err != nil {
 		return nil, err
 	}
-	if _, err := conn.Write([]byte("stats\r\n")); err != nil {
+	if _, err := fmt.Fprintf(conn, "%s\r\n", strings.TrimSpace("stats "+group)); err != nil {
 		return nil, err
 	}
 	out := map[string]string{}
@@ -61,11 +67,11 @@ func MemcachedStats(addr string) (map[string]string, error) {
 		if line == "END" {
 			return out, nil
 		}
-		f := strings.Fields(line)
+		f := strings.SplitN(line, " ", 3)
 		if len(f) != 3 || f[0] != "STAT" {
 			return nil, fmt.Errorf("unexpected stats line %q", line)
 		}
 		out[f[1]] = f[2]
 	}
-	return nil, fmt.Errorf("stats from %s ended without END: %v", addr, sc.Err())
+	return nil, fmt.Errorf("stats %s from %s ended without END: %v", group, addr, sc.Err())
 }

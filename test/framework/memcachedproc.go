@@ -196,7 +196,7 @@ var (
 	asciiProtocol = protocolClient{
 		version: memcachedVersion,
 		setGet:  func(addr string) error { return MemcachedSetGet(addr, "conformance", "served") },
-		stats:   memcachedStatsOf,
+		stats:   memcachedStatsGroup,
 	}
 	binaryClient = protocolClient{version: binaryVersion, setGet: binarySetGet, stats: binaryStats}
 )
@@ -340,36 +340,6 @@ func memcachedVersion(addr string) error {
 		return fmt.Errorf("version: %q", line)
 	}
 	return nil
-}
-
-// memcachedStatsOf returns `stats <group>` from addr, the general stats for
-// "".
-func memcachedStatsOf(addr, group string) (map[string]string, error) {
-	conn, err := net.DialTimeout("tcp", addr, MemcachedTimeout)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	if err := conn.SetDeadline(time.Now().Add(MemcachedTimeout)); err != nil {
-		return nil, err
-	}
-	if _, err := fmt.Fprintf(conn, "%s\r\n", strings.TrimSpace("stats "+group)); err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	sc := bufio.NewScanner(conn)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "END" {
-			return out, nil
-		}
-		f := strings.SplitN(line, " ", 3)
-		if len(f) != 3 || f[0] != "STAT" {
-			return nil, fmt.Errorf("unexpected line %q", line)
-		}
-		out[f[1]] = f[2]
-	}
-	return nil, fmt.Errorf("stats %s from %s ended without END: %v", group, addr, sc.Err())
 }
 
 // readInt returns the number in file, or -1.

@@ -90,7 +90,7 @@ run: build ## Run the operator locally against KUBECONFIG (the SDK's `up local`)
 ##@ Local cluster
 
 .PHONY: tools
-tools: ## Build the control plane, kubelet, kube-proxy, etcd, kwok, kubectl, OLM and operator-sdk v0.0.7 from Go modules into tmp/_output/tools.
+tools: ## Build the control plane, kubelet, kube-proxy, etcd, kwok, kubectl, OLM, operator-sdk v0.0.7 and kube-score from Go modules into tmp/_output/tools.
 	test/scripts/build-tools.sh
 
 .PHONY: demo
@@ -138,11 +138,11 @@ deploy: ## Apply deploy/ to KUBECONFIG with the operator image IMG (and MEMCACHE
 		mv -f $(DEPLOY_DIR)/operator.env.yaml $(DEPLOY_DIR)/operator.yaml; \
 	fi
 	KUBECONFIG=$(KUBECONFIG) kubectl get namespace $(NAMESPACE) >/dev/null 2>&1 || KUBECONFIG=$(KUBECONFIG) kubectl create namespace $(NAMESPACE)
-	KUBECONFIG=$(KUBECONFIG) kubectl apply -n $(NAMESPACE) -f deploy/crd.yaml -f deploy/sa.yaml -f deploy/rbac.yaml -f $(DEPLOY_DIR)/operator.yaml
+	KUBECONFIG=$(KUBECONFIG) kubectl apply -n $(NAMESPACE) -f deploy/crd.yaml -f deploy/sa.yaml -f deploy/rbac.yaml -f $(DEPLOY_DIR)/operator.yaml -f deploy/pdb.yaml
 
 .PHONY: undeploy
-undeploy: ## Delete the operator, its RBAC and ServiceAccount from NAMESPACE; never the CRD, so every Memcached and its pods stay.
-	KUBECONFIG=$(KUBECONFIG) kubectl delete -n $(NAMESPACE) -f deploy/operator.yaml -f deploy/rbac.yaml -f deploy/sa.yaml --ignore-not-found
+undeploy: ## Delete the operator, its PodDisruptionBudget, RBAC and ServiceAccount from NAMESPACE; never the CRD, so every Memcached and its pods stay.
+	KUBECONFIG=$(KUBECONFIG) kubectl delete -n $(NAMESPACE) -f deploy/pdb.yaml -f deploy/operator.yaml -f deploy/rbac.yaml -f deploy/sa.yaml --ignore-not-found
 
 .PHONY: undeploy-crd
 undeploy-crd: ## DELETES EVERY MEMCACHED IN THE CLUSTER, in every namespace, with their Deployments and pods: removes the CRD.
@@ -189,5 +189,5 @@ clean-images: ## Stop the local registry and the private dockerd, and remove the
 	if [[ -d $(OUTPUT)/buildah ]]; then buildah --storage-driver=vfs --root $(OUTPUT)/buildah/root --runroot $(OUTPUT)/buildah/runroot rmi --all --force >/dev/null || true; rm -rf $(OUTPUT)/buildah; fi
 
 .PHONY: clean-tools
-clean-tools: ## Remove the cached Kubernetes, etcd, KWOK, OLM and operator-sdk binaries.
+clean-tools: ## Remove the cached Kubernetes, etcd, KWOK, OLM, operator-sdk and kube-score binaries.
 	rm -rf $(OUTPUT)/tools

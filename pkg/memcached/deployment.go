@@ -119,12 +119,7 @@ func PodSpec(m *v1alpha1.Memcached, defaultImage, sidecarImage string) corev1.Po
 	if image == "" {
 		image = defaultImage
 	}
-	probe := &corev1.Probe{
-		Handler: corev1.Handler{
-			TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString(memcachedPortName)},
-		},
-		PeriodSeconds: 10,
-	}
+	readiness, liveness := memcachedProbes()
 	security := &corev1.SecurityContext{
 		AllowPrivilegeEscalation: &noEscalation,
 		ReadOnlyRootFilesystem:   &readOnlyRoot,
@@ -163,8 +158,8 @@ func PodSpec(m *v1alpha1.Memcached, defaultImage, sidecarImage string) corev1.Po
 			Env:             requiredSecretKeys(m),
 			VolumeMounts:    mounts,
 			Resources:       memcachedResources(m),
-			ReadinessProbe:  probe,
-			LivenessProbe:   probe,
+			ReadinessProbe:  readiness,
+			LivenessProbe:   liveness,
 			SecurityContext: security,
 		}},
 	}
@@ -180,6 +175,27 @@ func PodSpec(m *v1alpha1.Memcached, defaultImage, sidecarImage string) corev1.Po
 		spec.ShareProcessNamespace = &share
 	}
 	return spec
+}
+
+// memcachedProbes returns memcached's readiness and liveness probes. Both can
+// only connect to its port: an image of the user's choice may hold no shell
+// or client, and memcached speaks no HTTP. A connect succeeds while memcached
+// listens and the kernel's accept queue (memcached's -b backlog) has room, so
+// it fails when memcached has exited or when its threads have left
+// connections unaccepted long enough to fill that queue: under a burst of
+// load, or when they hang. The two probes differ in how long they wait for
+// that to pass. Readiness takes a pod out of its Service after 2 failed
+// connects 5 s apart, so that clients go to its peers; liveness restarts
+// memcached, which loses its keys, only after 6 connects 10 s apart have
+// each waited 5 s in vain: a minute in which a busy memcached accepted
+// nothing is one whose threads are stuck.
+func memcachedProbes() (readiness, liveness *corev1.Probe) {
+	connect := corev1.Handler{
+		TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString(memcachedPortName)},
+	}
+	readiness = &corev1.Probe{Handler: connect, PeriodSeconds: 5, TimeoutSeconds: 1, FailureThreshold: 2}
+	liveness = &corev1.Probe{Handler: connect, PeriodSeconds: 10, TimeoutSeconds: 5, FailureThreshold: 6}
+	return readiness, liveness
 }
 
 // memcachedCommand is the memcached command line: m's extra arguments, then
@@ -291,19 +307,35 @@ func ManifestTemplateHash(manifest *unstructured.Unstructured) string {
 	return hash
 }
 
-// memcachedResources returns the container's resources: m's own, or the
-// default of a small cache.
+// memcachedResources returns the container's resources: m's own, as given,
+// or the default of a small cache. The default sets no CPU limit: the CFS
+// quota would stall a busy memcached for the rest of each 100 ms period and
+// add that to its replies' latency, while its CPU request already weighs it
+// against its neighbours. Its ephemeral storage is its log, as memcached
+// writes no file: see logStorage.
 func memcachedResources(m *v1alpha1.Memcached) corev1.ResourceRequirements {
 	if m.Spec.Resources != nil {
 		return *m.Spec.Resources.DeepCopy()
 	}
 	return corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{
-			corev1.ResourceCPU:    resource.MustParse("50m"),
-			corev1.ResourceMemory: resource.MustParse("96Mi"),
+			corev1.ResourceCPU:              resource.MustParse("50m"),
+			corev1.ResourceMemory:           resource.MustParse("96Mi"),
+			corev1.ResourceEphemeralStorage: resource.MustParse(logStorageRequest),
 		},
 		Limits: corev1.ResourceList{
-			corev1.ResourceMemory: resource.MustParse(defaultMemoryLimit),
+			corev1.ResourceMemory:           resource.MustParse(defaultMemoryLimit),
+			corev1.ResourceEphemeralStorage: resource.MustParse(logStorageLimit),
 		},
 	}
 }
+
+// The ephemeral storage of a container that writes no file but its log,
+// which the kubelet counts against the limit. The limit is above what the
+// kubelet keeps of a log by default (5 files of 10 MiB, containerLogMaxFiles
+// and containerLogMaxSize), so that a chatty container is rotated, not
+// evicted; the request is what a quiet one uses.
+const (
+	logStorageRequest = "16Mi"
+	logStorageLimit   = "128Mi"
+)

@@ -159,3 +159,49 @@ func TestDeploymentManifest(t *testing.T) {
 		t.Errorf("deploymentManifest changed its input")
 	}
 }
+
+// TestLivenessWaitsLongerThanReadiness: an overloaded memcached must leave its
+// Service long before the kubelet would restart it and lose its keys, so its
+// liveness probe tolerates failed connects for far longer than its readiness
+// probe, and for longer than a connect may take.
+func TestLivenessWaitsLongerThanReadiness(t *testing.T) {
+	c := memcached.NewDeployment(memcachedtest.NewMemcached("example", 1), memcachedtest.Image, memcachedtest.SidecarImage).Spec.Template.Spec.Containers[0]
+	r, l := c.ReadinessProbe, c.LivenessProbe
+	if r == nil || l == nil || r.TCPSocket == nil || l.TCPSocket == nil {
+		t.Fatalf("probes: readiness %+v, liveness %+v; want connects to memcached's port", r, l)
+	}
+	// How long memcached must fail each probe before the kubelet acts.
+	tolerates := func(p *corev1.Probe) int32 { return p.FailureThreshold * p.PeriodSeconds }
+	if tolerates(l) < 4*tolerates(r) {
+		t.Errorf("liveness acts after %ds of failed connects, readiness after %ds: want liveness to wait at least 4 times as long", tolerates(l), tolerates(r))
+	}
+	if l.TimeoutSeconds <= r.TimeoutSeconds || l.TimeoutSeconds >= l.PeriodSeconds {
+		t.Errorf("liveness timeout %ds: want more than readiness's %ds, and less than its period %ds", l.TimeoutSeconds, r.TimeoutSeconds, l.PeriodSeconds)
+	}
+}
+
+// TestEveryContainerHasEphemeralStorage: the kubelet evicts a pod whose
+// container writes more than its limit, and schedules by the request; every
+// container the operator builds, in every kind of pod, names both.
+func TestEveryContainerHasEphemeralStorage(t *testing.T) {
+	for _, tt := range securityCases {
+		t.Run(tt.name, func(t *testing.T) {
+			m := memcachedtest.NewMemcached("example", 1)
+			tt.spec(&m.Spec)
+			spec := memcached.NewDeployment(m, memcachedtest.Image, memcachedtest.SidecarImage).Spec.Template.Spec
+			for _, c := range append(spec.InitContainers, spec.Containers...) {
+				req, hasReq := c.Resources.Requests[corev1.ResourceEphemeralStorage]
+				limit, hasLimit := c.Resources.Limits[corev1.ResourceEphemeralStorage]
+				if !hasReq || !hasLimit || req.Cmp(limit) > 0 {
+					t.Errorf("container %s: ephemeral-storage request %v (%v), limit %v (%v); want both, the request at most the limit", c.Name, req.String(), hasReq, limit.String(), hasLimit)
+				}
+				// The kubelet keeps up to 5 log files of 10 MiB of each
+				// container by default: a limit below that evicts a
+				// container for what the kubelet itself keeps.
+				if hasLimit && limit.Cmp(resource.MustParse("64Mi")) < 0 {
+					t.Errorf("container %s: ephemeral-storage limit %v is below the kubelet's default log retention", c.Name, limit.String())
+				}
+			}
+		})
+	}
+}

@@ -172,11 +172,13 @@ func sidecarContainer(m *v1alpha1.Memcached, image string, mounts []corev1.Volum
 		VolumeMounts:             mounts,
 		Resources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{
-				corev1.ResourceCPU:    resource.MustParse("5m"),
-				corev1.ResourceMemory: resource.MustParse("16Mi"),
+				corev1.ResourceCPU:              resource.MustParse("5m"),
+				corev1.ResourceMemory:           resource.MustParse("16Mi"),
+				corev1.ResourceEphemeralStorage: resource.MustParse(logStorageRequest),
 			},
 			Limits: corev1.ResourceList{
-				corev1.ResourceMemory: resource.MustParse("32Mi"),
+				corev1.ResourceMemory:           resource.MustParse("32Mi"),
+				corev1.ResourceEphemeralStorage: resource.MustParse(logStorageLimit),
 			},
 		},
 		SecurityContext: security,

@@ -382,6 +382,78 @@ spec:
 	})
 }
 
+// TestForeignPodIsNotCounted: a bare pod that carries a Memcached's labels, and
+// that no ReplicaSet of its Deployment owns, is Running and Ready beside the real
+// pods, yet status.nodes, replicas and readyReplicas leave it out after a scale
+// makes the operator write the status again; and the operator leaves it alone.
+func TestForeignPodIsNotCounted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(t, slug(t.Name()))
+	ns.startOperator()
+	const name, bare = "counted", "counted-bare"
+	ns.createMemcached(name, 1)
+	ns.waitConverged(name, 1)
+	ns.apply(`apiVersion: v1
+kind: Pod
+metadata:
+  name: ` + bare + `
+  labels:
+    app: memcached
+    memcached_cr: ` + name + `
+spec:
+  containers:
+    - name: memcached
+      image: memcached:1.6-alpine
+`)
+	ns.eventually("the bare pod to be Running and Ready", func(ctx context.Context) error {
+		var p framework.Pod
+		if err := ns.kubectl.GetJSON(ctx, &p, "pod", bare); err != nil {
+			return err
+		}
+		if p.Status.Phase != "Running" || !p.Ready() {
+			return fmt.Errorf("pod %s is %s, ready %t", bare, p.Status.Phase, p.Ready())
+		}
+		return nil
+	})
+	var bareUID string
+	ns.setSize(name, 2)
+	ns.eventually("the status to count the Deployment's 2 pods and not the bare one", func(ctx context.Context) error {
+		o, err := framework.Observe(ctx, ns.kubectl, name)
+		if err != nil {
+			return err
+		}
+		var own []string
+		for _, p := range o.Pods {
+			if p.Metadata.Name == bare {
+				bareUID = p.Metadata.UID
+				continue
+			}
+			if len(p.Metadata.OwnerReferences) == 0 || p.Metadata.OwnerReferences[0].Kind != "ReplicaSet" {
+				return fmt.Errorf("pod %s has owners %+v, want a ReplicaSet", p.Metadata.Name, p.Metadata.OwnerReferences)
+			}
+			if p.Metadata.DeletionTimestamp != nil || !p.Ready() {
+				return fmt.Errorf("pod %s: ready %t, deleting %t", p.Metadata.Name, p.Ready(), p.Metadata.DeletionTimestamp != nil)
+			}
+			own = append(own, p.Metadata.Name)
+		}
+		slices.Sort(own)
+		st := o.Memcached.Status
+		if o.Memcached.Status.ObservedGeneration != o.Memcached.Metadata.Generation || !slices.Equal(st.Nodes, own) || st.Replicas != 2 || st.ReadyReplicas != 2 {
+			return fmt.Errorf("status: observedGeneration %d of %d, nodes %q, replicas %d, readyReplicas %d; want the Deployment's 2 pods %q",
+				st.ObservedGeneration, o.Memcached.Metadata.Generation, st.Nodes, st.Replicas, st.ReadyReplicas, own)
+		}
+		return nil
+	})
+	var p framework.Pod
+	if err := ns.kubectl.GetJSON(ctx, &p, "pod", bare); err != nil {
+		t.Fatalf("the bare pod: %v", err)
+	}
+	if p.Metadata.UID != bareUID || p.Metadata.DeletionTimestamp != nil || len(p.Metadata.OwnerReferences) != 0 {
+		t.Errorf("the bare pod was touched: uid %s (was %s), deleting %t, owners %+v", p.Metadata.UID, bareUID, p.Metadata.DeletionTimestamp != nil, p.Metadata.OwnerReferences)
+	}
+}
+
 // TestNamespaces: the operator acts only in WATCH_NAMESPACE, and operators in two
 // namespaces manage same-named resources independently.
 func TestNamespaces(t *testing.T) {

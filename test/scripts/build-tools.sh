@@ -16,7 +16,7 @@ set -o errexit -o nounset -o pipefail
 # shellcheck source=test/scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-MODULES=(kube kwok olm operator-sdk)
+MODULES=(kube kwok olm operator-sdk kube-score)
 
 # tools_kube: Kubernetes control plane and kubectl, the real node's kubelet and
 # kube-proxy, etcd, and deepcopy-gen for tmp/codegen.
@@ -89,6 +89,18 @@ tools_operator-sdk() {
 # module, so `operator-sdk --version` reports the pinned release without a stamp.
 ldflags_operator-sdk() {
   echo "-s -w"
+}
+
+# tools_kube-score: kube-score, the outside linter of test/e2e's TestKubeScore.
+tools_kube-score() {
+  echo "kube-score github.com/zegl/kube-score/cmd/kube-score"
+}
+
+# ldflags_kube-score stamps kube-score's version, which `kube-score version` prints.
+ldflags_kube-score() {
+  local version
+  version="$(module_version kube-score github.com/zegl/kube-score)"
+  echo "-s -w -X main.version=${version#v}"
 }
 
 # module_dir prints the directory of a tool module.

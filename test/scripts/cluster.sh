@@ -36,6 +36,10 @@ SERVICE_CIDR="198.19.0.0/24"
 SERVICE_IP="198.19.0.1"
 ADVERTISE_IP="198.18.0.1"
 FAKE_POD_CIDR="198.18.64.0/18"
+# NODE_STORAGE is the ephemeral storage that every fake node offers: kwokctl's node
+# template offers none, and the scheduler places no pod that requests some (every
+# container the operator builds does) on a node that offers none.
+NODE_STORAGE="100Gi"
 
 # exists succeeds when kwokctl knows cluster NAME.
 exists() {
@@ -92,7 +96,9 @@ write_kubeconfig() {
 #     needs update on the owner's finalizers (test/e2e/admission_test.go).
 #   - the API server deletes a collection with 4 workers instead of 1, so that
 #     TestMassDelete's DELETE of 1,000 Memcacheds does not run into its 60 s
-#     request timeout, one object at a time, on a busy 2-core machine.
+#     request timeout, one object at a time, on a busy 2-core machine;
+#   - a closing comment names the fake nodes' ephemeral storage, so that
+#     config_current also tells a cluster whose nodes `up` made without it.
 write_config() {
   local name="$1" file="$2" pki="${KWOK_WORKDIR}/clusters/$1/pki"
   cat >"${file}" <<EOF
@@ -122,6 +128,8 @@ componentsPatches:
       - {key: manage-all-nodes, value: "false", override: true}
       - {key: manage-nodes-with-annotation-selector, value: "kwok.x-k8s.io/node=fake"}
       - {key: cidr, value: ${FAKE_POD_CIDR}}
+# The fake nodes offer ephemeral-storage ${NODE_STORAGE} (cmd_up): a cluster whose
+# nodes were made without it is recreated.
 EOF
 }
 
@@ -197,7 +205,8 @@ cmd_up() {
 
   if ((nodes > 0)); then
     log "ensuring ${nodes} fake nodes"
-    "${KWOKCTL}" -v WARN scale node --name "${name}" --replicas "${nodes}" >&2
+    "${KWOKCTL}" -v WARN scale node --name "${name}" --replicas "${nodes}" \
+      --param ".allocatable[\"ephemeral-storage\"]=\"${NODE_STORAGE}\"" >&2
     wait_for 60 "${nodes} Ready nodes" nodes_ready "${kubeconfig}" "${nodes}"
   fi
   log "cluster ${name} is ready (KUBECONFIG=${kubeconfig})"

@@ -2,14 +2,18 @@ package scripts
 
 import (
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
 
-// TestUndeployKeepsTheCRD: `make undeploy` deletes the operator, its RBAC
-// and ServiceAccount and never the CRD, whose deletion would delete every
-// Memcached in the cluster with its pods; only `make undeploy-crd` deletes
-// the CRD. It reads the recipes as make would run them (make -n).
+// TestUndeployKeepsTheCRD: `make deploy` applies every manifest of deploy/
+// but the example Memcached,
+// and `make undeploy` deletes each of them (the operator, its
+// PodDisruptionBudget, RBAC and ServiceAccount) but never the CRD, whose
+// deletion would delete every Memcached in the cluster with its pods; only
+// `make undeploy-crd` deletes the CRD. It reads the recipes as make would run
+// them (make -n).
 func TestUndeployKeepsTheCRD(t *testing.T) {
 	recipe := func(target string) string {
 		t.Helper()
@@ -19,10 +23,23 @@ func TestUndeployKeepsTheCRD(t *testing.T) {
 		}
 		return string(out)
 	}
-	undeploy := recipe("undeploy")
-	for _, want := range []string{"deploy/operator.yaml", "deploy/rbac.yaml", "deploy/sa.yaml"} {
-		if !strings.Contains(undeploy, want) {
-			t.Errorf("make undeploy does not delete %s:\n%s", want, undeploy)
+	manifests, err := filepath.Glob("../../deploy/*.yaml")
+	if err != nil || len(manifests) == 0 {
+		t.Fatalf("deploy/*.yaml: %v, %v", manifests, err)
+	}
+	deploy, undeploy := recipe("deploy"), recipe("undeploy")
+	for _, m := range manifests {
+		name := filepath.Base(m)
+		if name == "cr.yaml" {
+			// The guide's example Memcached, which users create.
+			continue
+		}
+		// make deploy applies operator.yaml as rendered for IMG.
+		if !strings.Contains(deploy, "deploy/"+name) && !strings.Contains(deploy, "/"+name) {
+			t.Errorf("make deploy does not apply deploy/%s:\n%s", name, deploy)
+		}
+		if name != "crd.yaml" && !strings.Contains(undeploy, "deploy/"+name) {
+			t.Errorf("make undeploy does not delete deploy/%s:\n%s", name, undeploy)
 		}
 	}
 	if strings.Contains(undeploy, "crd.yaml") || strings.Contains(undeploy, "memcached --all") {

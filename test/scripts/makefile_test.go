@@ -8,12 +8,11 @@ import (
 )
 
 // TestUndeployKeepsTheCRD: `make deploy` applies every manifest of deploy/
-// but the example Memcached,
-// and `make undeploy` deletes each of them (the operator, its
-// PodDisruptionBudget, RBAC and ServiceAccount) but never the CRD, whose
-// deletion would delete every Memcached in the cluster with its pods; only
-// `make undeploy-crd` deletes the CRD. It reads the recipes as make would run
-// them (make -n).
+// but the example Memcached, and `make undeploy` deletes each of them (the
+// operator, its PodDisruptionBudget, RBAC and ServiceAccount) but never the
+// CRD, whose deletion would delete every Memcached in the cluster with its
+// pods; only `make undeploy-crd` deletes the CRD. It reads the recipes as
+// make would run them (make -n).
 func TestUndeployKeepsTheCRD(t *testing.T) {
 	recipe := func(target string) string {
 		t.Helper()

@@ -853,10 +853,10 @@ description: memcached pods of the e2e test in namespace %s
 		if got, want := c.commandLine(), "memcached -m 64 -p 11211 -v"; got != want {
 			t.Errorf("command line = %q, want %q", got, want)
 		}
-		if want := map[string]string{"cpu": "50m", "memory": "96Mi"}; !maps.Equal(c.Resources.Requests, want) {
+		if want := map[string]string{"cpu": "50m", "memory": "96Mi", "ephemeral-storage": "16Mi"}; !maps.Equal(c.Resources.Requests, want) {
 			t.Errorf("resources.requests = %v, want %v", c.Resources.Requests, want)
 		}
-		if want := map[string]string{"memory": "128Mi"}; !maps.Equal(c.Resources.Limits, want) {
+		if want := map[string]string{"memory": "128Mi", "ephemeral-storage": "128Mi"}; !maps.Equal(c.Resources.Limits, want) {
 			t.Errorf("resources.limits = %v, want %v", c.Resources.Limits, want)
 		}
 		s := d.Spec.Template.Spec

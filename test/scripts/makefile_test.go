@@ -11,7 +11,7 @@ import (
 // but the example Memcached, and `make undeploy` deletes each of them (the
 // operator, its PodDisruptionBudget, RBAC and ServiceAccount) but never the
 // CRD, whose deletion would delete every Memcached in the cluster with its
-// pods; only `make undeploy-crd` deletes the CRD. It reads the recipes as
+// pods, nor the tenant roles; only `make undeploy-crd` deletes those. It reads the recipes as
 // make would run them (make -n).
 func TestUndeployKeepsTheCRD(t *testing.T) {
 	recipe := func(target string) string {
@@ -37,14 +37,15 @@ func TestUndeployKeepsTheCRD(t *testing.T) {
 		if !strings.Contains(deploy, "deploy/"+name) && !strings.Contains(deploy, "/"+name) {
 			t.Errorf("make deploy does not apply deploy/%s:\n%s", name, deploy)
 		}
-		if name != "crd.yaml" && !strings.Contains(undeploy, "deploy/"+name) {
-			t.Errorf("make undeploy does not delete deploy/%s:\n%s", name, undeploy)
+		withCRD := name == "crd.yaml" || name == "tenant-roles.yaml"
+		if deletes := strings.Contains(undeploy, "deploy/"+name); deletes == withCRD {
+			t.Errorf("make undeploy deletes deploy/%s: %t, want %t:\n%s", name, deletes, !withCRD, undeploy)
 		}
 	}
-	if strings.Contains(undeploy, "crd.yaml") || strings.Contains(undeploy, "memcached --all") {
-		t.Errorf("make undeploy deletes the CRD or the Memcacheds:\n%s", undeploy)
+	if strings.Contains(undeploy, "memcached --all") {
+		t.Errorf("make undeploy deletes the Memcacheds:\n%s", undeploy)
 	}
-	if crd := recipe("undeploy-crd"); !strings.Contains(crd, "delete -f deploy/crd.yaml") {
-		t.Errorf("make undeploy-crd does not delete deploy/crd.yaml:\n%s", crd)
+	if crd := recipe("undeploy-crd"); !strings.Contains(crd, "delete -f deploy/crd.yaml -f deploy/tenant-roles.yaml") {
+		t.Errorf("make undeploy-crd does not delete deploy/crd.yaml and deploy/tenant-roles.yaml:\n%s", crd)
 	}
 }

@@ -2,11 +2,12 @@
 // resources in the namespace named by WATCH_NAMESPACE.
 //
 // With --leader-elect, several replicas can run at once: they elect a leader
-// on a Lease (pkg/leader), only the leader reconciles, a leader that loses
-// the Lease exits so that the kubelet restarts it as a standby, and a leader
-// asked to stop hands the Lease over once its workers are done. With
-// --metrics-addr, every replica serves /metrics, /healthz and /readyz
-// (pkg/metrics).
+// on a Lease (pkg/leader), and only the leader reconciles. Every replica
+// watches from the start, so that a standby's caches are warm when it takes
+// over; a leader that loses the Lease stops its workers and stands by, in
+// the same process, until it leads again; and a leader asked to stop hands
+// the Lease over once its workers are done. With --metrics-addr, every
+// replica serves /metrics, /healthz and /readyz (pkg/metrics).
 package main
 
 import (
@@ -17,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -79,9 +81,9 @@ func main() {
 	}
 }
 
-// run watches Memcached resources and their children until SIGINT or SIGTERM.
-// With --leader-elect it first waits to hold the Lease, and it returns an
-// error the moment it loses it, which main turns into an exit.
+// run watches Memcached resources and their children until SIGINT or SIGTERM,
+// and reconciles them: with --leader-elect, in each term that it holds the
+// Lease.
 func run(opts *options) error {
 	logrus.Infof("starting %s", versionString())
 	namespace, err := k8sutil.GetWatchNamespace()
@@ -132,15 +134,15 @@ func run(opts *options) error {
 	}
 
 	// Every readiness check is in place before the server answers its
-	// first probe, so /readyz never says ready before it can know.
-	// reconciling is set while this process is meant to reconcile (from the
-	// start without leader election), and synced once its caches hold the
-	// namespace's Deployments and pods.
-	var reconciling, synced atomic.Bool
-	reconciling.Store(elector == nil)
+	// first probe, so /readyz never says ready before it can know. A
+	// replica is ready once its caches hold the namespace's Deployments
+	// and pods, so that a standby can take over without filling them first,
+	// and, with leader election, while the API server answers about the
+	// Lease.
+	var synced atomic.Bool
 	server := metrics.NewServer(m)
 	server.AddReadyCheck("reconciler", func() error {
-		if reconciling.Load() && !synced.Load() {
+		if !synced.Load() {
 			return errors.New("the informer caches have not synced yet")
 		}
 		return nil
@@ -165,61 +167,79 @@ func run(opts *options) error {
 		return nil
 	}
 
-	reconcile := func(ctx context.Context) error {
-		reconciling.Store(true)
-		m.SetLeader(true)
-		client, err := kube.NewCachedClient(clients, namespace, stub.Kinds()...)
-		if err != nil {
-			return err
+	// The caches, the handler and the SDK's watch live as long as the
+	// process, through every term: the SDK keeps its informers in a list of
+	// its own, so sdk.Watch may be called once only, and none of them can
+	// be stopped. Between terms the handler keeps the latest Memcacheds and
+	// queues nothing (see stub.Handler.Run).
+	client, err := kube.NewCachedClient(clients, namespace, stub.Kinds()...)
+	if err != nil {
+		return err
+	}
+	client.CheckServedEvery(opts.serviceMonitorCheck)
+	var writer stub.Client = client
+	if elector != nil {
+		// No write leaves this process once its Lease may have
+		// passed to another (see leader.Elector.MayWrite).
+		writer = stub.GateWrites(client, elector.MayWrite)
+	}
+	handler := stub.NewHandler(writer, recorder, opts.memcachedImage)
+	handler.UseSidecarImage(opts.sidecarImage)
+	handler.BatchChildUpdates(opts.childBatch)
+	handler.ReportProgressEvery(opts.progressEvery)
+	handler.EnforcePolicy(opts.policy)
+	handler.PaceRolls(opts.maxRollsParsed)
+	handler.ObserveReconciles(func(took time.Duration, err error) {
+		m.ObserveReconcile(took, reconcileResult(err))
+	})
+	client.OnChildChange(handler.EnqueueMemcached)
+	var poller *sidecarpoll.Poller
+	if opts.sidecarPoll > 0 {
+		poller = sidecarpoll.New(client.ListAllPods, handler.EnqueueMemcached, opts.sidecarPoll, logrus.StandardLogger())
+		handler.ReadSidecarReports(poller)
+	}
+	if err := client.Start(ctx.Done()); err != nil {
+		if ctx.Err() != nil {
+			logrus.Info("received a termination signal, shutting down")
+			return nil
 		}
-		client.CheckServedEvery(opts.serviceMonitorCheck)
-		var writer stub.Client = client
-		if elector != nil {
-			// No write leaves this process once its Lease may have
-			// passed to another (see leader.Elector.MayWrite).
-			writer = stub.GateWrites(client, elector.MayWrite)
-		}
-		handler := stub.NewHandler(writer, recorder, opts.memcachedImage)
-		handler.UseSidecarImage(opts.sidecarImage)
-		handler.BatchChildUpdates(opts.childBatch)
-		handler.ReportProgressEvery(opts.progressEvery)
-		handler.EnforcePolicy(opts.policy)
-		handler.PaceRolls(opts.maxRollsParsed)
-		handler.ObserveReconciles(func(took time.Duration, err error) {
-			m.ObserveReconcile(took, reconcileResult(err))
-		})
-		client.OnChildChange(handler.EnqueueMemcached)
-		var poller *sidecarpoll.Poller
-		if opts.sidecarPoll > 0 {
-			poller = sidecarpoll.New(client.ListAllPods, handler.EnqueueMemcached, opts.sidecarPoll, logrus.StandardLogger())
-			handler.ReadSidecarReports(poller)
-		}
-		if err := client.Start(ctx.Done()); err != nil {
-			return err
-		}
-		synced.Store(true)
-		if poller != nil {
-			go poller.Run(ctx)
-		}
-		workersDone := make(chan struct{})
-		go func() {
-			defer close(workersDone)
-			handler.Run(ctx, opts.workers)
-		}()
+		return err
+	}
+	synced.Store(true)
+	logrus.Infof("watching namespace %q, resync every %v, memcached image %s, sidecar image %s, at most %s concurrent rolls for a change of the operator's pod template", namespace, opts.resync, opts.memcachedImage, opts.sidecarImage, opts.maxRolls)
+	sdk.Watch(v1alpha1.APIVersion(), v1alpha1.Kind, namespace, opts.resync)
+	sdk.Handle(handler)
+	go sdk.Run(ctx)
 
-		logrus.Infof("watching namespace %q, resync every %v, memcached image %s, sidecar image %s, at most %s concurrent rolls for a change of the operator's pod template", namespace, opts.resync, opts.memcachedImage, opts.sidecarImage, opts.maxRolls)
-		sdk.Watch(v1alpha1.APIVersion(), v1alpha1.Kind, namespace, opts.resync)
-		sdk.Handle(handler)
-		sdk.Run(ctx)
-		// The elector hands the Lease over once this returns: the
-		// workers' last writes must be done by then.
-		<-workersDone
+	// lead is one term: the workers and the sidecar poll run until ctx
+	// ends, and lead returns once they have stopped, so that the elector
+	// hands the Lease over, or campaigns again, after their last writes.
+	// The leader metric says 0 from the moment the term ends.
+	lead := func(ctx context.Context) error {
+		m.SetLeader(true)
+		off := make(chan struct{})
+		go func() {
+			defer close(off)
+			<-ctx.Done()
+			m.SetLeader(false)
+		}()
+		var wg sync.WaitGroup
+		if poller != nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				poller.Run(ctx)
+			}()
+		}
+		handler.Run(ctx, opts.workers)
+		wg.Wait()
+		<-off
 		return nil
 	}
 	if elector == nil {
-		err = reconcile(ctx)
+		err = lead(ctx)
 	} else {
-		err = elector.Run(ctx, reconcile)
+		err = elector.Run(ctx, lead)
 	}
 	if err == nil {
 		logrus.Info("received a termination signal, shutting down")
@@ -295,8 +315,9 @@ func newElector(opts *options, base *rest.Config, namespace string, recorder rec
 }
 
 // leaderStopTime is how long the operator takes to stop writing once it has
-// lost the Lease: main exits at once, and a write that the API server had
-// already received is taken to be stored within this time.
+// lost the Lease: every write asks leader.Elector.MayWrite first, which
+// refuses from before the loss is reported, and a write that the API server
+// had already received is taken to be stored within this time.
 const leaderStopTime = time.Second
 
 // reconcileResult names the outcome of a reconcile for the metrics.

@@ -217,7 +217,7 @@ func observedListWatch(cfg *rest.Config, k *Kind, namespace string) (func(metav1
 	objects := dyn.Resource(k.Resource).Namespace(namespace)
 	list := func(o metav1.ListOptions) (runtime.Object, error) {
 		// Page by page, each object trimmed before the next page comes,
-		// so that a new leader's list holds one page of decoded JSON at a
+		// so that a starting replica's list holds one page of decoded JSON at a
 		// time, not every object's: the pages of one list are one snapshot,
 		// that of the first page's resourceVersion.
 		o.Limit = observedListPage

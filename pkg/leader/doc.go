@@ -14,8 +14,12 @@
 // Elector.Run states the guarantee and its limits exactly. In short: two
 // processes never lead at once, as long as a process stops writing within
 // Config.StopTime of the loss that Run reports and clocks run at the same
-// rate. A leader is fenced: it stops at the first renewal that reads the
-// Lease deleted, released by someone else or held by another, and in any
+// rate. A leader that loses the Lease stops its work and stands by: it
+// stays up and campaigns again, waiting a lease duration like any standby,
+// even when the Lease still names it (TestLeadsAgainAfterALoss,
+// TestNoResumeAfterALoss). A leader is fenced: it stops at the first
+// renewal that reads the Lease deleted, released by someone else or held by
+// another, and in any
 // case RenewDeadline plus a quarter of RetryPeriod after its last successful
 // renewal, even when a request hangs. A standby takes the Lease only after
 // it has seen the same record, or no Lease, for LeaseDuration on its own

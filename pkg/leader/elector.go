@@ -14,7 +14,8 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 )
 
-// ErrLeaseLost is returned by Run when this process stops being the leader.
+// ErrLeaseLost is the cause (context.Cause) of the end of a lead's context
+// when this process may no longer be the leader.
 var ErrLeaseLost = errors.New("lost the leader lease")
 
 // Config are an Elector's lock and timings.
@@ -38,14 +39,33 @@ type Config struct {
 	// leader renews it.
 	RetryPeriod time.Duration
 	// StopTime is how long the process needs to stop writing once Run
-	// returned ErrLeaseLost.
+	// has reported the loss of the Lease (see Run).
 	StopTime time.Duration
 }
 
 // Elector runs the operator's work in the one replica that holds the Lease.
 type Elector struct {
-	cfg     Config
+	cfg Config
+	// term is the current term (see Run); nil before Run.
+	term atomic.Pointer[term]
+}
+
+// term is one candidacy of this process: from waiting for the Lease to
+// losing it, or to the end of Run. Each has a lock of its own, so that the
+// elector of an earlier term, which client-go 1.11 cannot stop, never
+// writes the Lease again.
+type term struct {
+	lock    *LeaseLock
 	leading atomic.Bool
+}
+
+// current returns the current term, or a term of Config.Lock that does not
+// lead before Run.
+func (e *Elector) current() *term {
+	if t := e.term.Load(); t != nil {
+		return t
+	}
+	return &term{lock: e.cfg.Lock}
 }
 
 // New returns an Elector for cfg, or the reason cfg cannot work.
@@ -55,7 +75,7 @@ func New(cfg Config) (*Elector, error) {
 	}
 	// client-go checks the timings the same way, but only once Run has
 	// started; check them here, where the caller can report them.
-	if _, err := leaderelection.NewLeaderElector(cfg.electionConfig(leaderelection.LeaderCallbacks{})); err != nil {
+	if _, err := leaderelection.NewLeaderElector(cfg.electionConfig(cfg.Lock, leaderelection.LeaderCallbacks{})); err != nil {
 		return nil, fmt.Errorf("invalid leader election timings: %v", err)
 	}
 	if margin := cfg.LeaseDuration - cfg.RenewDeadline - cfg.RetryPeriod/4; margin < cfg.StopTime {
@@ -64,9 +84,10 @@ func New(cfg Config) (*Elector, error) {
 	return &Elector{cfg: cfg}, nil
 }
 
-func (c Config) electionConfig(callbacks leaderelection.LeaderCallbacks) leaderelection.LeaderElectionConfig {
+// electionConfig is client-go's configuration of an elector on lock.
+func (c Config) electionConfig(lock *LeaseLock, callbacks leaderelection.LeaderCallbacks) leaderelection.LeaderElectionConfig {
 	return leaderelection.LeaderElectionConfig{
-		Lock:          c.Lock,
+		Lock:          lock,
 		LeaseDuration: c.LeaseDuration,
 		RenewDeadline: c.RenewDeadline,
 		RetryPeriod:   c.RetryPeriod,
@@ -74,15 +95,17 @@ func (c Config) electionConfig(callbacks leaderelection.LeaderCallbacks) leadere
 	}
 }
 
-// Run takes part in the election until ctx is done, and runs lead once this
-// process holds the Lease. It returns nil when ctx is done, lead's error if
-// lead returns while ctx is not done, and an error wrapping ErrLeaseLost as
-// soon as this process may no longer be the leader.
+// Run takes part in the election until ctx is done, and runs lead each
+// time this process holds the Lease: a term. It returns nil when ctx is
+// done, and lead's error if lead returns while ctx is not done.
 //
-// When Run returns ErrLeaseLost, the caller must end the process at once,
-// without waiting for lead: the operator-sdk's informers cannot be stopped
-// any other way, and another replica may take the Lease soon after. Run
-// reports the loss
+// A process that loses the Lease stands by and campaigns again; it does not
+// exit, which would leave it to the kubelet's restart backoff. Run ends the
+// term's context, with a cause that wraps ErrLeaseLost, as soon as this
+// process may no longer be the leader, waits for lead to return (lead must
+// stop its workers and wait for them, whose writes MayWrite already
+// refuses), then waits for the Lease like any candidate. Run reports the
+// loss
 //   - at the first renewal that reads the Lease deleted, released by someone
 //     else or held by another: within about RetryPeriod of the change;
 //   - in any case no later than RenewDeadline plus RetryPeriod/4 after the
@@ -90,7 +113,7 @@ func (c Config) electionConfig(callbacks leaderelection.LeaderCallbacks) leadere
 //     hangs: besides client-go's elector, which notices only between
 //     requests, a watchdog checks the time of the last renewal.
 //
-// Guarantee: two processes never lead at once, as long as the process stops
+// Guarantee: two processes never lead at once, as long as a process stops
 // writing within StopTime of the loss and clocks run at the same rate. A
 // standby takes the Lease only after it has seen the same record (or no
 // Lease) for LeaseDuration on its own clock (see LeaseLock), and every
@@ -100,46 +123,76 @@ func (c Config) electionConfig(callbacks leaderelection.LeaderCallbacks) leadere
 // Lease its holder released is taken at once: Run releases only after lead
 // has returned. A process whose first read finds its own name on the Lease
 // resumes it at once: that is a container the kubelet restarted in the pod
-// of a leader that died. What this does not cover: a release written by hand
-// (an empty holder with leaseDurationSeconds 1), an edit by hand that names
-// a process just as it starts, and changes that come and go between two
-// reads of a candidate; until the old leader's next renewal, two could lead.
+// of a leader that died. Only the first term of a process does: a later one
+// reads its own name as another's and waits a lease duration, since the
+// Lease it lost may be about to pass to a standby that has waited that long
+// (TestNoResumeAfterALoss). What this does not cover: a release written by
+// hand (an empty holder with leaseDurationSeconds 1), an edit by hand that
+// names a process just as it starts, and changes that come and go between
+// two reads of a candidate; until the old leader's next renewal, two could
+// lead.
 //
 // When ctx is done, a leader hands over: Run waits for lead to return (lead
 // must stop its workers and wait for their writes), then releases the Lease
 // so that a standby takes it at once; so it does when lead returns by
 // itself. A standby releases nothing but never takes the Lease afterwards.
-// client-go 1.11's elector goes on running, since it has no way to stop;
-// call Run once per process, and end it soon after Run returns.
+// The electors of client-go 1.11 go on running, since they have no way to
+// stop, but a term's lock refuses every request once the term is over; call
+// Run once per process, and end it soon after Run returns.
 func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context) error) error {
 	lock := e.cfg.Lock
+	for {
+		t := &term{lock: lock}
+		e.term.Store(t)
+		err := e.runTerm(ctx, t, lead)
+		if !errors.Is(err, ErrLeaseLost) {
+			return err
+		}
+		if ctx.Err() != nil {
+			// Lost while handing over: lead has returned, nothing is left
+			// to release.
+			return nil
+		}
+		logrus.Infof("standing by: the workers have stopped; campaigning for lease %s again", lock.Describe())
+		lock = lock.successor()
+	}
+}
+
+// runTerm is one term of Run on t's lock: it returns nil when ctx is done,
+// lead's error if lead returned by itself, or, once lead has returned, an
+// error wrapping ErrLeaseLost when the Lease was lost.
+func (e *Elector) runTerm(ctx context.Context, t *term, lead func(ctx context.Context) error) error {
+	lock := t.lock
 	// lost receives ErrLeaseLost from the watchdog and client-go's
 	// elector; led receives lead's error. Both are buffered so that
-	// nothing blocks once Run has returned.
+	// nothing blocks once the term is over.
 	lost := make(chan error, 2)
 	led := make(chan error, 1)
+	leadCtx, endLead := context.WithCancelCause(ctx)
+	defer endLead(nil)
 	watching, stopWatching := context.WithCancel(context.Background())
 	defer stopWatching()
 	go lock.followChanges(watching)
-	// stopping, once set, keeps a Lease acquired after ctx is done from
-	// starting lead.
+	// stopping, once set, keeps a Lease acquired after the term ended from
+	// starting lead; started says whether lead was started.
 	var mu sync.Mutex
-	stopping := false
-	elector, err := leaderelection.NewLeaderElector(e.cfg.electionConfig(leaderelection.LeaderCallbacks{
+	stopping, started := false, false
+	elector, err := leaderelection.NewLeaderElector(e.cfg.electionConfig(lock, leaderelection.LeaderCallbacks{
 		OnStartedLeading: func(<-chan struct{}) {
 			mu.Lock()
 			if stopping {
 				mu.Unlock()
 				return
 			}
-			e.leading.Store(true)
+			started = true
+			t.leading.Store(true)
 			mu.Unlock()
 			logrus.Infof("leading: this process (%s) holds lease %s", lock.Identity(), lock.Describe())
-			go e.watch(watching, lost)
-			led <- lead(ctx)
+			go e.watch(watching, t, lost)
+			led <- lead(leadCtx)
 		},
 		OnStoppedLeading: func() {
-			e.leading.Store(false)
+			t.leading.Store(false)
 			lost <- fmt.Errorf("%w %s: not renewed within %v", ErrLeaseLost, lock.Describe(), e.cfg.RenewDeadline)
 		},
 		OnNewLeader: func(identity string) {
@@ -155,11 +208,21 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context) error)
 	if err != nil {
 		return fmt.Errorf("invalid leader election timings: %v", err)
 	}
-	// lose ends leading with err, and keeps this process from writing
-	// the Lease again, without waiting for a request that may hang.
+	// lose ends leading with err, keeps this term's lock from writing the
+	// Lease again, without waiting for a request that may hang, ends
+	// lead's context and waits for lead to return.
 	lose := func(err error) error {
-		e.leading.Store(false)
+		t.leading.Store(false)
 		lock.close(err)
+		mu.Lock()
+		stopping = true
+		wait := started
+		mu.Unlock()
+		logrus.Warnf("%v; stopping the workers, then standing by", err)
+		endLead(err)
+		if wait {
+			<-led
+		}
 		return err
 	}
 	fenced := func() error {
@@ -175,7 +238,7 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context) error)
 		return lose(err)
 	case err := <-led:
 		if ctx.Err() == nil {
-			e.leading.Store(false)
+			t.leading.Store(false)
 			if err == nil {
 				err = errors.New("the operator stopped while leading")
 			}
@@ -190,7 +253,7 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context) error)
 
 	mu.Lock()
 	stopping = true
-	leading := e.leading.Load()
+	leading := started
 	mu.Unlock()
 	if leading {
 		logrus.Infof("stopping: waiting for the workers, then releasing lease %s", lock.Describe())
@@ -202,7 +265,7 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context) error)
 			return lose(err)
 		}
 	}
-	e.leading.Store(false)
+	t.leading.Store(false)
 	if err := lock.Release(); err != nil {
 		return err
 	}
@@ -212,9 +275,9 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context) error)
 	return nil
 }
 
-// watch reports ErrLeaseLost on done when the leader has not renewed for
+// watch reports ErrLeaseLost on done when t's leader has not renewed for
 // longer than RenewDeadline, until ctx is done.
-func (e *Elector) watch(ctx context.Context, done chan<- error) {
+func (e *Elector) watch(ctx context.Context, t *term, done chan<- error) {
 	tick := time.NewTicker(e.cfg.RetryPeriod / 4)
 	defer tick.Stop()
 	for {
@@ -222,9 +285,9 @@ func (e *Elector) watch(ctx context.Context, done chan<- error) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			if since := time.Since(e.cfg.Lock.RenewedAt()); since > e.cfg.RenewDeadline {
-				e.leading.Store(false)
-				done <- fmt.Errorf("%w %s: last renewal sent %v ago, renew deadline %v", ErrLeaseLost, e.cfg.Lock.Describe(), since.Round(time.Millisecond), e.cfg.RenewDeadline)
+			if since := time.Since(t.lock.RenewedAt()); since > e.cfg.RenewDeadline {
+				t.leading.Store(false)
+				done <- fmt.Errorf("%w %s: last renewal sent %v ago, renew deadline %v", ErrLeaseLost, t.lock.Describe(), since.Round(time.Millisecond), e.cfg.RenewDeadline)
 				return
 			}
 		}
@@ -233,7 +296,7 @@ func (e *Elector) watch(ctx context.Context, done chan<- error) {
 
 // Leading reports whether this process holds the Lease.
 func (e *Elector) Leading() bool {
-	return e.leading.Load()
+	return e.current().leading.Load()
 }
 
 // ErrMayNotWrite is wrapped by MayWrite's refusals.
@@ -248,12 +311,13 @@ var ErrMayNotWrite = errors.New("this process may not write as the leader")
 // another leader can write, while one that a stalled renewal would leave
 // to an old leader is never sent.
 func (e *Elector) MayWrite() error {
-	if !e.leading.Load() {
-		return fmt.Errorf("%w: it does not hold lease %s", ErrMayNotWrite, e.cfg.Lock.Describe())
+	t := e.current()
+	if !t.leading.Load() {
+		return fmt.Errorf("%w: it does not hold lease %s", ErrMayNotWrite, t.lock.Describe())
 	}
-	since := time.Since(e.cfg.Lock.RenewedAt())
+	since := time.Since(t.lock.RenewedAt())
 	if limit := e.cfg.RenewDeadline - e.cfg.RetryPeriod; since > limit {
-		return fmt.Errorf("%w: its last renewal of lease %s was sent %v ago, more than %v", ErrMayNotWrite, e.cfg.Lock.Describe(), since.Round(time.Millisecond), limit)
+		return fmt.Errorf("%w: its last renewal of lease %s was sent %v ago, more than %v", ErrMayNotWrite, t.lock.Describe(), since.Round(time.Millisecond), limit)
 	}
 	return nil
 }
@@ -263,17 +327,18 @@ func (e *Elector) MayWrite() error {
 // take over; an error once it has not answered for LeaseDuration, or has
 // never answered. The error names no address or object content.
 func (e *Elector) Check() error {
-	at, err := e.cfg.Lock.Answered()
+	lock := e.current().lock
+	at, err := lock.Answered()
 	since := time.Since(at)
 	switch {
 	case at.IsZero() && err != nil:
-		return fmt.Errorf("cannot read lease %s yet (%s)", e.cfg.Lock.Describe(), reason(err))
+		return fmt.Errorf("cannot read lease %s yet (%s)", lock.Describe(), reason(err))
 	case at.IsZero():
-		return fmt.Errorf("lease %s not read yet", e.cfg.Lock.Describe())
+		return fmt.Errorf("lease %s not read yet", lock.Describe())
 	case since > e.cfg.LeaseDuration && err != nil:
-		return fmt.Errorf("no answer about lease %s for %v (%s)", e.cfg.Lock.Describe(), since.Round(time.Second), reason(err))
+		return fmt.Errorf("no answer about lease %s for %v (%s)", lock.Describe(), since.Round(time.Second), reason(err))
 	case since > e.cfg.LeaseDuration:
-		return fmt.Errorf("no answer about lease %s for %v", e.cfg.Lock.Describe(), since.Round(time.Second))
+		return fmt.Errorf("no answer about lease %s for %v", lock.Describe(), since.Round(time.Second))
 	}
 	return nil
 }

@@ -25,13 +25,19 @@ type candidate struct {
 	elector *Elector
 	// stop cancels Run's context, as SIGTERM does.
 	stop context.CancelFunc
-	// led receives the time lead was called.
+	// led receives the time lead was called, once per term.
 	led chan time.Time
-	// drained receives the time lead returned after Run's context was done.
+	// lost receives the cause and the time of the end of a term's context
+	// that ended in the loss of the Lease.
+	lost chan result
+	// drained receives the time lead returned after its context was done.
 	drained chan time.Time
 	// ended receives Run's error and the time it returned.
 	ended chan result
 }
+
+// terms is how many terms a candidate's channels hold without a reader.
+const terms = 16
 
 type result struct {
 	err error
@@ -57,11 +63,14 @@ func start(t *testing.T, f *front, identity string) *candidate {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	c := &candidate{name: identity, elector: e, stop: cancel, led: make(chan time.Time, 1), drained: make(chan time.Time, 1), ended: make(chan result, 1)}
+	c := &candidate{name: identity, elector: e, stop: cancel, led: make(chan time.Time, terms), lost: make(chan result, terms), drained: make(chan time.Time, terms), ended: make(chan result, 1)}
 	go func() {
 		err := e.Run(ctx, func(ctx context.Context) error {
 			c.led <- time.Now()
 			<-ctx.Done()
+			if cause := context.Cause(ctx); errors.Is(cause, ErrLeaseLost) {
+				c.lost <- result{cause, time.Now()}
+			}
 			<-time.After(drainTime)
 			c.drained <- time.Now()
 			return nil
@@ -83,6 +92,55 @@ func (c *candidate) waitLead(t *testing.T, timeout time.Duration) time.Time {
 		t.Fatalf("%s: not leading after %v", c.name, timeout)
 	}
 	return time.Time{}
+}
+
+// waitLoss returns the cause and the time of the end of c's term when it
+// lost the Lease, or fails after timeout, or if Run returns: a process that
+// loses the Lease stays up.
+func (c *candidate) waitLoss(t *testing.T, timeout time.Duration) result {
+	t.Helper()
+	select {
+	case r := <-c.lost:
+		return r
+	case r := <-c.ended:
+		t.Fatalf("%s: Run returned %v, want it to stand by after the loss", c.name, r.err)
+	case <-time.After(timeout):
+		t.Fatalf("%s: still leading after %v", c.name, timeout)
+	}
+	return result{}
+}
+
+// requireRunning fails if c's Run has returned.
+func (c *candidate) requireRunning(t *testing.T) {
+	t.Helper()
+	select {
+	case r := <-c.ended:
+		t.Fatalf("%s: Run returned %v, want it still taking part", c.name, r.err)
+	default:
+	}
+}
+
+// waitAnyLead returns the first of cs to start leading and when, or fails
+// after timeout.
+func waitAnyLead(t *testing.T, timeout time.Duration, cs ...*candidate) (*candidate, time.Time) {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		for _, c := range cs {
+			select {
+			case at := <-c.led:
+				return c, at
+			case r := <-c.ended:
+				t.Fatalf("%s: Run returned %v before leading", c.name, r.err)
+			default:
+			}
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("nobody leads after %v", timeout)
+		case <-time.After(testRetryPeriod / 10):
+		}
+	}
 }
 
 // waitEnd returns Run's result, or fails after timeout.
@@ -182,9 +240,9 @@ func TestOneLeaderThenFailover(t *testing.T) {
 	}
 
 	fa.pause() // pod-a's requests now stall, as in a partition or a paused process
-	lost := a.waitEnd(t, 5*time.Second)
+	lost := a.waitLoss(t, 5*time.Second)
 	if !errors.Is(lost.err, ErrLeaseLost) {
-		t.Fatalf("pod-a Run returned %v, want ErrLeaseLost", lost.err)
+		t.Fatalf("pod-a's term ended with %v, want ErrLeaseLost", lost.err)
 	}
 	renewed := a.elector.cfg.Lock.RenewedAt()
 	// The watchdog reports within the renew deadline plus a tick; the
@@ -211,6 +269,7 @@ func TestOneLeaderThenFailover(t *testing.T) {
 	if spec["holderIdentity"] != "pod-b" || spec["leaseTransitions"] != float64(1) {
 		t.Errorf("lease spec %v, want holder pod-b after 1 transition", spec)
 	}
+	a.requireRunning(t)
 }
 
 // waitRenewal returns once the stored Lease has changed with c as its
@@ -235,9 +294,10 @@ func (c *candidate) waitRenewal(t *testing.T, api *fakeAPI) {
 }
 
 // TestOutsideChangeFencesTheLeader: when someone deletes the Lease or writes
-// its holder, the leader stops at its next renewal, and the standby takes the
-// Lease only a lease duration after it saw the change, as after an expiry,
-// even when the new holder is its own name. Never do both lead at once.
+// its holder, the leader stops at its next renewal and stands by, and a
+// candidate, the standby or the old leader, takes the Lease only a lease
+// duration after the change, as after an expiry, even when the new holder
+// is its own name. Never do both lead at once.
 func TestOutsideChangeFencesTheLeader(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -260,23 +320,28 @@ func TestOutsideChangeFencesTheLeader(t *testing.T) {
 			tt.change(api)
 			changed := time.Now()
 
-			lost := a.waitEnd(t, 5*time.Second)
+			lost := a.waitLoss(t, 5*time.Second)
 			if !errors.Is(lost.err, ErrLeaseLost) {
-				t.Fatalf("pod-a Run returned %v, want ErrLeaseLost", lost.err)
+				t.Fatalf("pod-a's term ended with %v, want ErrLeaseLost", lost.err)
 			}
 			// The next renewal sees it: within a retry period and a
 			// request, well before the renew deadline.
 			if took := lost.at.Sub(changed); took > testRenewDeadline/2 {
 				t.Errorf("pod-a stopped %v after the change, want within %v", took, testRenewDeadline/2)
 			}
-			bLed := b.waitLead(t, 5*time.Second)
-			if waited := bLed.Sub(changed); waited < testLeaseDuration {
-				t.Errorf("pod-b led %v after the change, before the lease duration %v", waited, testLeaseDuration)
+			next, led := waitAnyLead(t, 5*time.Second, a, b)
+			if waited := led.Sub(changed); waited < testLeaseDuration {
+				t.Errorf("%s led %v after the change, before the lease duration %v", next.name, waited, testLeaseDuration)
 			}
-			b.waitRenewal(t, api)
-			if a.elector.Leading() {
-				t.Error("pod-a still reports Leading")
+			next.waitRenewal(t, api)
+			other := a
+			if next == a {
+				other = b
 			}
+			if other.elector.Leading() {
+				t.Errorf("%s reports Leading too", other.name)
+			}
+			a.requireRunning(t)
 		})
 	}
 }
@@ -507,7 +572,7 @@ func TestMayWriteStopsBeforeAnotherCanLead(t *testing.T) {
 		}
 	}()
 	fa.pause()
-	a.waitEnd(t, 5*time.Second)
+	a.waitLoss(t, 5*time.Second)
 	bLed := b.waitLead(t, 5*time.Second)
 	close(stop)
 	<-asked
@@ -522,4 +587,81 @@ func TestMayWriteStopsBeforeAnotherCanLead(t *testing.T) {
 	if !lastAllowed.Before(bLed) {
 		t.Errorf("a write was allowed at %v, after pod-b led at %v", lastAllowed, bLed)
 	}
+}
+
+// TestLeadsAgainAfterALoss: a leader whose requests stall past its renew
+// deadline stops leading but stays up as a standby; the other candidate
+// takes over, and when it hands over, the first leads again, with writes
+// allowed again. Never do both lead at once.
+func TestLeadsAgainAfterALoss(t *testing.T) {
+	api := newFakeAPI()
+	fa := newFront(t, api)
+	a := start(t, fa, "pod-a")
+	a.waitLead(t, 5*time.Second)
+	b := start(t, newFront(t, api), "pod-b")
+	b.waitRead(t)
+	defer overlapWatch(t, a, b)()
+
+	fa.pause()
+	a.waitLoss(t, 5*time.Second)
+	b.waitLead(t, 5*time.Second)
+	fa.resume()
+	// pod-a stands by while pod-b renews, for several lease durations.
+	for range 3 * int(testLeaseDuration/testRetryPeriod) {
+		b.waitRenewal(t, api)
+	}
+	select {
+	case <-a.led:
+		t.Fatal("pod-a leads again while pod-b renews the lease")
+	default:
+	}
+	a.requireRunning(t)
+	if err := a.elector.MayWrite(); !errors.Is(err, ErrMayNotWrite) {
+		t.Errorf("MayWrite of the standby pod-a: got %v, want ErrMayNotWrite", err)
+	}
+
+	b.stop() // pod-b hands over: it releases the Lease, which pod-a takes at once
+	released := b.waitEnd(t, 5*time.Second)
+	if released.err != nil {
+		t.Fatalf("pod-b Run returned %v, want nil", released.err)
+	}
+	again := a.waitLead(t, 5*time.Second)
+	if gap := again.Sub(released.at); gap > testLeaseDuration/2 {
+		t.Errorf("pod-a led again %v after pod-b released the lease, want at once", gap)
+	}
+	a.waitRenewal(t, api)
+	if !a.elector.Leading() {
+		t.Error("pod-a does not report Leading once it leads again")
+	}
+	if err := a.elector.MayWrite(); err != nil {
+		t.Errorf("MayWrite once pod-a leads again: %v", err)
+	}
+	if spec := storedSpec(t, api); spec["holderIdentity"] != "pod-a" || spec["leaseTransitions"] != float64(2) {
+		t.Errorf("lease spec %v, want holder pod-a after 2 transitions", spec)
+	}
+}
+
+// TestNoResumeAfterALoss: a process that lost the Lease does not take it
+// back at once when it reads its own name on it, as a restarted container
+// does on its first read (TestRestartedLeaderResumesItsLease): another
+// candidate may have waited a lease duration on that record and be about to
+// take it. It waits a lease duration from when it can read the Lease again.
+func TestNoResumeAfterALoss(t *testing.T) {
+	api := newFakeAPI()
+	fa := newFront(t, api)
+	a := start(t, fa, "pod-a")
+	a.waitLead(t, 5*time.Second)
+
+	fa.pause()
+	a.waitLoss(t, 5*time.Second)
+	resumed := time.Now()
+	fa.resume()
+	if spec := storedSpec(t, api); spec["holderIdentity"] != "pod-a" {
+		t.Fatalf("lease spec %v, want it still naming pod-a", spec)
+	}
+	again := a.waitLead(t, 5*time.Second)
+	if waited := again.Sub(resumed); waited < testLeaseDuration {
+		t.Errorf("pod-a led again %v after it could read its own lease again, before the lease duration %v", waited, testLeaseDuration)
+	}
+	a.requireRunning(t)
 }

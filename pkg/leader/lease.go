@@ -62,11 +62,11 @@ const ReasonLeaderElection = "LeaderElection"
 //     old and the Lease taken at once, while that leader has not noticed
 //     the delete yet. So the stamp is renewed whenever the watch of
 //     followChanges reported a change since, and while no watch is open;
-//   - a Lease that names this candidate but that this process did not write
-//     reads as held by someone else, except at this process's first read:
+//   - a Lease that names this candidate but that this lock did not write
+//     reads as held by someone else, except at a new process's first read:
 //     then it is taken to be the Lease of an earlier container of the same
 //     pod, which the kubelet restarted after it died, and the elector resumes
-//     it at once;
+//     it at once (a successor, after a loss, never does);
 //   - a Lease its holder released (see Release) reads as missing, which makes
 //     the elector Create it at once; Create then takes the released Lease
 //     over with an Update of the version read, so only one candidate wins.
@@ -78,8 +78,10 @@ const ReasonLeaderElection = "LeaderElection"
 // wrote), a Get that finds no Lease, another holder, or a release it did not
 // write, closes Lost: the leader must stop at once. After that, after
 // Release, or once the Elector has reported the loss of the Lease, every
-// Get, Create and Update fails, so this process never takes the Lease again;
-// it is meant to exit.
+// Get, Create and Update fails, so this lock never takes the Lease again,
+// however late a request of its elector, which cannot be stopped, comes. A
+// process that stands by after a loss campaigns with a successor instead,
+// which waits like any candidate (see successor).
 //
 // The elector calls Get, Create and Update from one goroutine; Release and
 // the methods that report on the lock (Answered, RenewedAt, Lost) may be
@@ -100,7 +102,8 @@ type LeaseLock struct {
 	lease *unstructured.Unstructured
 	// missingSince is when this lock found the Lease missing, while it is.
 	missingSince time.Time
-	// read is set once the API server has told this lock about the Lease.
+	// read is set once the API server has told this lock about the
+	// Lease, and in a successor from the start.
 	read bool
 	// held is set while the last write of this lock is its own record and
 	// no read showed otherwise.
@@ -147,6 +150,30 @@ func NewLeaseLock(client, watcher dynamic.Interface, namespace, name, identity s
 		recorder:  recorder,
 		lost:      make(chan struct{}),
 	}
+}
+
+// successor returns a lock on the same Lease for the same candidate, for
+// the term that follows l's: it shares none of l's state, so that l's
+// elector, still running, can never write through it, but the API server's
+// last answer, which readiness reads (see Elector.Check). Unlike a new
+// process's lock, it never resumes the Lease at its first read: after a
+// loss, the Lease may still name this candidate while another, which saw
+// that record for a lease duration, is about to take it.
+func (l *LeaseLock) successor() *LeaseLock {
+	n := &LeaseLock{
+		client:    l.client,
+		watcher:   l.watcher,
+		namespace: l.namespace,
+		name:      l.name,
+		identity:  l.identity,
+		recorder:  l.recorder,
+		read:      true,
+		lost:      make(chan struct{}),
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n.answeredAt, n.answerErr = l.answeredAt, l.answerErr
+	return n
 }
 
 // leaseSpec is the part of a coordination.k8s.io/v1 LeaseSpec that the

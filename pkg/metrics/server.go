@@ -24,7 +24,8 @@ import (
 // /healthz answers 200 for as long as the process serves HTTP. It asks the
 // API server nothing on purpose: a liveness probe that failed during an API
 // outage would have the kubelet restart every replica at once, and would not
-// help, since the operator already exits when it loses its Lease.
+// help, since a leader that loses its Lease already stops its workers and
+// stands by until it leads again.
 //
 // /readyz answers 200 when every check added with AddReadyCheck passes, and
 // 503 with one line per failing check otherwise.

@@ -46,6 +46,11 @@ func newRateLimiter() workqueue.RateLimiter {
 // queueName names the handler's work queue in the operator's metrics.
 const queueName = "memcached-reconcile"
 
+// newQueue returns a work queue for the handler's keys.
+func newQueue() workqueue.RateLimitingInterface {
+	return workqueue.NewNamedRateLimitingQueue(newRateLimiter(), queueName)
+}
+
 // Handler reconciles Memcached resources. The SDK delivers every change of a
 // Memcached to Handle, which keeps the Memcached and queues its key; a change
 // of one of its Deployment or pods queues the key through EnqueueMemcached.
@@ -73,12 +78,16 @@ type Handler struct {
 	// sidecarImage runs beside memcached when a Memcached has TLS, auth or monitoring.
 	sidecarImage string
 	now          func() metav1.Time
-	queue        workqueue.RateLimitingInterface
-	memcacheds   *memcachedStore
-	templates    *templateHashes
-	progress     *progressReports
-	rolls        *rollPacer
-	api          *kube.APIMonitor
+	// queueMu guards queue, which Run replaces at its start.
+	queueMu sync.RWMutex
+	// queue is the work queue of the current or last Run: once that
+	// Run has returned it is shut down and takes nothing until the next.
+	queue      workqueue.RateLimitingInterface
+	memcacheds *memcachedStore
+	templates  *templateHashes
+	progress   *progressReports
+	rolls      *rollPacer
+	api        *kube.APIMonitor
 	// batch delays the reconciles that children's changes ask for.
 	batch time.Duration
 	// policy bounds what a Memcached may ask of its pods.
@@ -137,7 +146,7 @@ func NewHandler(client Client, recorder record.EventRecorder, image string) *Han
 		image:        image,
 		sidecarImage: memcached.DefaultSidecarImage,
 		now:          metav1.Now,
-		queue:        workqueue.NewNamedRateLimitingQueue(newRateLimiter(), queueName),
+		queue:        newQueue(),
 		memcacheds:   newMemcachedStore(),
 		templates:    newTemplateHashes(),
 		progress:     newProgressReports(0),
@@ -171,7 +180,7 @@ func (h *Handler) Handle(ctx context.Context, event sdk.Event) error {
 			return nil
 		}
 		if h.memcacheds.store(k, o) {
-			h.queue.Add(k)
+			h.work().Add(k)
 		}
 	}
 	return nil
@@ -214,58 +223,101 @@ func (h *Handler) ReportProgressEvery(interval time.Duration) {
 // enqueueBatched queues key after the batch period.
 func (h *Handler) enqueueBatched(key string) {
 	if h.batch <= 0 {
-		h.queue.Add(key)
+		h.work().Add(key)
 		return
 	}
-	h.queue.AddAfter(key, h.batch)
+	h.work().AddAfter(key, h.batch)
 }
 
 // Run reconciles what Handle and EnqueueMemcached queue, with workers
 // goroutines, until ctx is done. It returns once every worker has finished
-// the reconcile it was in, so that a leader hands its Lease over only after
-// its last write; a worker takes no new key once ctx is done.
+// the reconcile it was in, so that a leader hands its Lease over, or stands
+// by, only after its last write; a worker takes no new key once ctx is done.
+//
+// Run may be called again once it has returned, as for each term of a
+// leader (never two at once). Each call works a queue of its own, with no
+// backoff from an earlier one, and starts it with every Memcached the SDK
+// has delivered: between two calls, Handle and EnqueueMemcached keep the
+// latest Memcacheds but queue nothing (before the first, they queue into a
+// queue that it replaces), and a new leader reconciles them all.
 func (h *Handler) Run(ctx context.Context, workers int) {
+	q := newQueue()
+	h.queueMu.Lock()
+	old := h.queue
+	h.queue = q
+	h.queueMu.Unlock()
+	shutDown(old)
+	// After the new queue is in place, so that a Memcached that the SDK
+	// delivers meanwhile is queued by Handle or found here.
+	for _, key := range h.memcacheds.keys() {
+		q.Add(key)
+	}
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			wait.Until(func() {
-				for ctx.Err() == nil && h.processNextItem() {
+				for ctx.Err() == nil && h.processNextItem(q) {
 				}
 			}, time.Second, ctx.Done())
 		}()
 	}
 	<-ctx.Done()
-	h.queue.ShutDown()
+	q.ShutDown()
 	wg.Wait()
+	shutDown(q)
 }
 
-// processNextItem reconciles one queued Memcached and requeues it with
-// backoff on failure. It returns false when the queue is shut down.
-func (h *Handler) processNextItem() bool {
-	item, shutdown := h.queue.Get()
+// shutDown shuts q down, unless it is already, and takes out what it still
+// holds, so that the queue depth of the operator's metrics counts none of
+// it. No worker may be taking from q.
+func shutDown(q workqueue.RateLimitingInterface) {
+	if !q.ShuttingDown() {
+		q.ShutDown()
+	}
+	for {
+		item, shutdown := q.Get()
+		if shutdown {
+			return
+		}
+		q.Done(item)
+	}
+}
+
+// work returns the queue of the current or last Run.
+func (h *Handler) work() workqueue.RateLimitingInterface {
+	h.queueMu.RLock()
+	defer h.queueMu.RUnlock()
+	return h.queue
+}
+
+// processNextItem reconciles one Memcached queued in q and requeues it
+// with backoff on failure. It returns false when q is shut down.
+func (h *Handler) processNextItem(q workqueue.RateLimitingInterface) bool {
+	item, shutdown := q.Get()
 	if shutdown {
 		return false
 	}
-	defer h.queue.Done(item)
+	defer q.Done(item)
 	key := item.(string)
-	h.handleResult(key, h.reconcileKey(key))
+	h.handleResult(q, key, h.reconcileKey(key))
 	return true
 }
 
-// handleResult forgets key's failures after a success and requeues it with
-// backoff after a failure, however many came before (see newRateLimiter).
-func (h *Handler) handleResult(key string, err error) {
+// handleResult forgets key's failures in q after a success and requeues it
+// with backoff after a failure, however many came before (see
+// newRateLimiter).
+func (h *Handler) handleResult(q workqueue.RateLimitingInterface, key string, err error) {
 	switch {
 	case err == nil:
-		h.queue.Forget(key)
+		q.Forget(key)
 	case IsStale(err):
 		logrus.Debugf("retrying memcached %s: %v", key, err)
-		h.queue.AddRateLimited(key)
+		q.AddRateLimited(key)
 	default:
 		logrus.Errorf("error syncing memcached %s: %v", key, err)
-		h.queue.AddRateLimited(key)
+		q.AddRateLimited(key)
 	}
 }
 
@@ -332,6 +384,17 @@ func (s *memcachedStore) delete(key string) {
 	defer s.mu.Unlock()
 	delete(s.items, key)
 	delete(s.written, key)
+}
+
+// keys returns the namespace/name of every Memcached held.
+func (s *memcachedStore) keys() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	keys := make([]string, 0, len(s.items))
+	for k := range s.items {
+		keys = append(keys, k)
+	}
+	return keys
 }
 
 // get returns a copy of key's latest Memcached that the caller may modify.

@@ -64,7 +64,7 @@ func (f *fixture) reconcileNext() error {
 	item, _ := f.handler.queue.Get()
 	defer f.handler.queue.Done(item)
 	err := f.handler.reconcileKey(item.(string))
-	f.handler.handleResult(item.(string), err)
+	f.handler.handleResult(f.handler.queue, item.(string), err)
 	return err
 }
 
@@ -447,7 +447,7 @@ func TestChildChangesReconcileTheirMemcached(t *testing.T) {
 			f.handler.EnqueueMemcached("test", "example")
 			f.handler.EnqueueMemcached("test", "example")
 
-			if !f.handler.processNextItem() {
+			if !f.handler.processNextItem(f.handler.queue) {
 				t.Fatal("queue shut down")
 			}
 
@@ -469,7 +469,7 @@ func TestChildChangeIsRetriedOnError(t *testing.T) {
 	f.client.failOn["create deployment"] = errors.New("boom")
 	f.handler.EnqueueMemcached("test", "example")
 
-	f.handler.processNextItem()
+	f.handler.processNextItem(f.handler.queue)
 
 	if got := f.handler.queue.NumRequeues("test/example"); got != 1 {
 		t.Errorf("requeues: got %d, want 1", got)

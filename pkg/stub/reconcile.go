@@ -416,7 +416,7 @@ func (h *Handler) writeStatus(m *v1alpha1.Memcached, status v1alpha1.MemcachedSt
 	}
 	key := m.Namespace + "/" + m.Name
 	if wait := h.progress.hold(key, m.Status, status); wait > 0 {
-		h.queue.AddAfter(key, wait)
+		h.work().AddAfter(key, wait)
 		return nil
 	}
 	updated := m.DeepCopy()

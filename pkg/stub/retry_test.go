@@ -49,12 +49,12 @@ func TestRetriesNeverStop(t *testing.T) {
 	f := newFixture(t, m)
 	refused := apierrors.NewForbidden(kube.DeploymentKind.Resource.GroupResource(), "example", errors.New("exceeded quota"))
 	for n := 1; n <= 40; n++ {
-		f.handler.handleResult("test/example", refused)
+		f.handler.handleResult(f.handler.queue, "test/example", refused)
 		if got := f.handler.queue.NumRequeues("test/example"); got != n {
 			t.Fatalf("after %d failures: %d requeues, want %d: the key was dropped", n, got, n)
 		}
 	}
-	f.handler.handleResult("test/example", nil)
+	f.handler.handleResult(f.handler.queue, "test/example", nil)
 	if got := f.handler.queue.NumRequeues("test/example"); got != 0 {
 		t.Errorf("after a success: %d requeues, want the backoff forgotten", got)
 	}

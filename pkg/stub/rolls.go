@@ -272,6 +272,6 @@ func (h *Handler) wakeRolls() {
 		return
 	}
 	for _, key := range toWake(p.waiting, inFlight, slots) {
-		h.queue.Add(key)
+		h.work().Add(key)
 	}
 }

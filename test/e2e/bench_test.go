@@ -127,8 +127,9 @@ type benchResult struct {
 	// operator's GOMEMLIMIT is, as the downward API sets it there.
 	MemoryLimitBytes int64 `json:"memory_limit_bytes"`
 	// RestartSeconds is how long a new operator process, started once
-	// every resource had converged, as a new leader starts, took to list
-	// everything and reconcile every resource once; RestartPeakRSSBytes
+	// every resource had converged, took to list everything, as every
+	// replica does when it starts, and reconcile every resource once, as a
+	// new leader does; RestartPeakRSSBytes
 	// and RestartEndRSSAnonBytes are its memory then, RestartCPUSeconds its
 	// CPU time, which deploy/operator.yaml's CPU limit would stretch.
 	RestartSeconds         float64 `json:"restart_seconds"`
@@ -478,10 +479,12 @@ func shippedMemoryLimit(b *testing.B) int64 {
 }
 
 // restartLikeANewLeader starts a new operator process in ns, with the
-// first one's settings and environment, once everything has converged, as a
-// standby starts when it becomes the leader: it lists every Memcached, child
-// and pod, then reconciles each of the want Memcached resources once. It
-// records in r how long that took and the process's memory.
+// first one's settings and environment, once everything has converged: it
+// lists every Memcached, child and pod, as every replica does when it
+// starts, then reconciles each of the want Memcached resources once, as a
+// new leader does (with leader election the two happen apart: a standby
+// lists when it starts and reconciles when it takes over). It records in r
+// how long that took and the process's memory.
 func restartLikeANewLeader(b *testing.B, ns *namespace, want int, r *benchResult) {
 	b.Helper()
 	op, err := framework.StartOperator(framework.OperatorConfig{

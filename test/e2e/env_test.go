@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -82,40 +83,72 @@ func newNamespace(t testing.TB, prefix string) *namespace {
 // and a kubeconfig for its memcached-operator ServiceAccount, and stops it when the
 // test ends. On failure, the test log gets the operator's log.
 func (ns *namespace) startOperator(args ...string) *framework.Operator {
+	ns.t.Helper()
+	if ns.operator != nil {
+		ns.t.Fatalf("namespace %s already has an operator", ns.name)
+	}
+	ns.operator = ns.runOperator(framework.OperatorConfig{LogFile: filepath.Join(ns.dir, "operator.log"), Args: args})
+	return ns.operator
+}
+
+// startReplicas runs n operators as startOperator does, but with
+// --leader-elect and each with an identity of its own (POD_NAME replica-0,
+// replica-1 ...), as deploy/operator.yaml runs its replicas, with the
+// election timings it leaves at their defaults. Each logs to a file of its
+// own, every line stamped (see framework.OperatorConfig.Stamped).
+func (ns *namespace) startReplicas(n int, args ...string) []*framework.Operator {
+	ns.t.Helper()
+	if ns.operator != nil {
+		ns.t.Fatalf("namespace %s already has an operator", ns.name)
+	}
+	var ops []*framework.Operator
+	for i := range n {
+		name := fmt.Sprintf("replica-%d", i)
+		ops = append(ops, ns.runOperator(framework.OperatorConfig{
+			LogFile: filepath.Join(ns.dir, name+".log"),
+			Args:    append([]string{"--leader-elect"}, args...),
+			Env:     []string{"POD_NAME=" + name},
+			Stamped: true,
+		}))
+	}
+	ns.operator = ops[0]
+	return ops
+}
+
+// runOperator starts the operator of cfg, with the namespace's binary,
+// environment, kubeconfig and WATCH_NAMESPACE, and flags for KWOK's pods
+// before cfg's, and stops it when the test ends.
+func (ns *namespace) runOperator(cfg framework.OperatorConfig) *framework.Operator {
 	t := ns.t
 	t.Helper()
-	if ns.operator != nil {
-		t.Fatalf("namespace %s already has an operator", ns.name)
-	}
-	kubeconfig := filepath.Join(ns.dir, "operator.kubeconfig")
-	if err := cluster.ServiceAccountKubeconfig(context.Background(), ns.name, operatorSA, kubeconfig, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	if ns.proxy != nil {
-		proxied := filepath.Join(ns.dir, "operator-via-proxy.kubeconfig")
-		if err := ns.proxy.Kubeconfig(kubeconfig, proxied); err != nil {
+	if ns.operatorKubeconfig == "" {
+		kubeconfig := filepath.Join(ns.dir, "operator.kubeconfig")
+		if err := cluster.ServiceAccountKubeconfig(context.Background(), ns.name, operatorSA, kubeconfig, time.Hour); err != nil {
 			t.Fatal(err)
 		}
-		kubeconfig = proxied
+		if ns.proxy != nil {
+			proxied := filepath.Join(ns.dir, "operator-via-proxy.kubeconfig")
+			if err := ns.proxy.Kubeconfig(kubeconfig, proxied); err != nil {
+				t.Fatal(err)
+			}
+			kubeconfig = proxied
+		}
+		ns.operatorKubeconfig = kubeconfig
 	}
-	ns.operatorKubeconfig = kubeconfig
-	op, err := framework.StartOperator(framework.OperatorConfig{
-		Binary:         ns.operatorBinary(),
-		Env:            ns.env,
-		Kubeconfig:     kubeconfig,
-		WatchNamespace: ns.name,
-		LogFile:        filepath.Join(ns.dir, "operator.log"),
-		// KWOK's pods run no containers, so there is no sidecar to ask,
-		// and their IPs lead nowhere on this machine: the poll is off.
-		Args: append([]string{"--log-level=debug", "--sidecar-poll-interval=0"}, args...),
-	})
+	cfg.Binary = ns.operatorBinary()
+	cfg.Env = append(slices.Clone(ns.env), cfg.Env...)
+	cfg.Kubeconfig = ns.operatorKubeconfig
+	cfg.WatchNamespace = ns.name
+	// KWOK's pods run no containers, so there is no sidecar to ask,
+	// and their IPs lead nowhere on this machine: the poll is off.
+	cfg.Args = append([]string{"--log-level=debug", "--sidecar-poll-interval=0"}, cfg.Args...)
+	op, err := framework.StartOperator(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns.operator = op
 	t.Cleanup(func() {
 		if err := op.Stop(30 * time.Second); err != nil {
-			t.Errorf("operator in %s did not stop cleanly: %v", ns.name, err)
+			t.Errorf("operator in %s (%s) did not stop cleanly: %v", ns.name, op.LogFile(), err)
 		}
 	})
 	framework.DumpOnFailure(t, func() string {

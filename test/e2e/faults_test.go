@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/http"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -11,6 +13,8 @@ import (
 	"time"
 
 	"github.com/example-inc/memcached-operator/test/framework"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 const (
@@ -19,6 +23,13 @@ const (
 	// recoveryTimeout is how soon after an outage or a recreated CRD the
 	// operator must have converged again.
 	recoveryTimeout = 30 * time.Second
+	// leaseDuration is deploy/operator.yaml's --leader-elect-lease-duration
+	// (the default): after an outage longer than the renew deadline, no
+	// replica leads until it has seen the Lease unchanged for that long.
+	leaseDuration = 12 * time.Second
+	// outageRecoveryTimeout is how soon after an outage the replicas of
+	// TestControlPlaneOutage must have converged again.
+	outageRecoveryTimeout = leaseDuration + recoveryTimeout
 	// maxIdleRate bounds the operator's requests per second while the API
 	// server, etcd or the Memcached API is gone. An operator that spins on
 	// errors sends them as fast as its rate limits allow, 50/s for the
@@ -34,22 +45,35 @@ const (
 // which must survive an outage of any one of them.
 var controlPlane = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok-controller"}
 
-// TestControlPlaneOutage: the API server, then etcd, stop answering for 30 s
-// (SIGSTOP, then SIGCONT, as a hung process or a stalled disk would) just
-// after a Memcached changed. The operator neither exits nor spins: the
-// requests it sends through a counting proxy during the outage are few. It
-// converges within 30 s of recovery, on the change made before the outage
-// and on one made during it (etcd) or right after it (API server). The
-// controller manager and the scheduler, which run without leader election,
-// are still running afterwards, and cluster.sh status says the cluster
-// serves.
+// TestControlPlaneOutage: two replicas of the operator elect a leader, with
+// --leader-elect and the timings deploy/operator.yaml ships. Then the API
+// server, then etcd, stop answering for 30 s (SIGSTOP, then SIGCONT, as a
+// hung process or a stalled disk would) just after a Memcached changed: far
+// longer than the 8 s renew deadline, so the leader loses the Lease each
+// time. Neither process exits: the one that led stands by and campaigns
+// again. Their logs show that it lost the Lease, and that two never led at
+// once. Neither spins: the requests they send through a counting proxy
+// during the outage are few. They converge within a lease duration and 30 s
+// of recovery, on the change made before the outage and on one made during
+// it (etcd) or right after it (API server); then exactly one reports itself
+// the leader in its metrics, and the Lease names it. The controller manager
+// and the scheduler, which run without leader election, are still running
+// afterwards, and cluster.sh status says the cluster serves.
 //
 // It runs serially: the paused API server and etcd are every test's.
 func TestControlPlaneOutage(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t, slug(t.Name()))
 	proxy := ns.viaProxy()
-	op := ns.startOperator()
+	replicas := ns.startReplicas(2, "--metrics-addr=127.0.0.1:0")
+	running := func(context.Context) error {
+		for _, op := range replicas {
+			if !op.Running() {
+				return framework.Permanent(fmt.Errorf("the operator of %s exited: %v", op.LogFile(), op.Stop(0)))
+			}
+		}
+		return nil
+	}
 	ns.createMemcached("cache", 1)
 	ns.createMemcached("other", 1)
 	ns.waitConverged("cache", 1)
@@ -69,10 +93,12 @@ func TestControlPlaneOutage(t *testing.T) {
 		ok := t.Run(c.component+" paused", func(t *testing.T) {
 			ns := ns.withT(t)
 			size := 2 + i
+			leader := waitLeader(t, replicas)
+			lossesBefore := strings.Count(leader.Log(), msgLeaseLost)
 			// Just before the outage: the operator may or may not act
 			// on it before the component stops.
 			ns.setSize("cache", size)
-			cpuBefore, err := framework.ProcessCPU(op.Pid())
+			cpuBefore, err := replicasCPU(replicas)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -96,12 +122,7 @@ func TestControlPlaneOutage(t *testing.T) {
 					during <- err
 				}()
 			}
-			err = framework.Consistently(ctx, outage, "the operator running through the outage", func(context.Context) error {
-				if !op.Running() {
-					return fmt.Errorf("the operator exited: %v", op.Stop(0))
-				}
-				return nil
-			})
+			err = framework.Consistently(ctx, outage, "both replicas running through the outage", running)
 			resumed := time.Now()
 			if rerr := resume(); rerr != nil {
 				t.Fatal(rerr)
@@ -109,13 +130,13 @@ func TestControlPlaneOutage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cpuAfter, cerr := framework.ProcessCPU(op.Pid())
+			cpuAfter, cerr := replicasCPU(replicas)
 			if cerr != nil {
 				t.Fatal(cerr)
 			}
 			reqs := proxy.Requests(paused, resumed)
 			rate := float64(len(reqs)) / resumed.Sub(paused).Seconds()
-			t.Logf("%s paused for %s: the operator sent %d requests (%.2f/s) and used %s of CPU%s", c.component, resumed.Sub(paused).Round(100*time.Millisecond), len(reqs), rate, (cpuAfter - cpuBefore).Round(10*time.Millisecond), requestSummary(reqs))
+			t.Logf("%s paused for %s: the two replicas sent %d requests (%.2f/s) and used %s of CPU%s", c.component, resumed.Sub(paused).Round(100*time.Millisecond), len(reqs), rate, (cpuAfter - cpuBefore).Round(10*time.Millisecond), requestSummary(reqs))
 			if rate > maxIdleRate {
 				t.Errorf("%.2f requests/s during the outage, want at most %.0f:\n%s", rate, maxIdleRate, requestList(reqs))
 			}
@@ -127,7 +148,13 @@ func TestControlPlaneOutage(t *testing.T) {
 			} else {
 				ns.setSize("other", size)
 			}
-			err = framework.Eventually(ctx, recoveryTimeout-time.Since(resumed), fmt.Sprintf("both Memcacheds to converge within %s of the recovery", recoveryTimeout), func(ctx context.Context) error {
+			// A replica takes the Lease a lease duration after it can read
+			// it again, and then converges as a single process does.
+			deadline := outageRecoveryTimeout - time.Since(resumed)
+			err = framework.Eventually(ctx, deadline, fmt.Sprintf("both Memcacheds to converge within %s of the recovery", outageRecoveryTimeout), func(ctx context.Context) error {
+				if err := running(ctx); err != nil {
+					return err
+				}
 				for _, name := range []string{"cache", "other"} {
 					o, err := framework.Observe(ctx, ns.kubectl, name)
 					if err != nil {
@@ -144,6 +171,18 @@ func TestControlPlaneOutage(t *testing.T) {
 			}
 			t.Logf("converged %s after %s resumed", time.Since(resumed).Round(100*time.Millisecond), c.component)
 
+			if n := strings.Count(leader.Log(), msgLeaseLost); n <= lossesBefore {
+				t.Errorf("the leader before the outage (%s) did not log the loss of the Lease (%q) during it", leader.LogFile(), msgLeaseLost)
+			}
+			spans := leadSpans(t, replicas)
+			t.Logf("leading spans:\n%s", formatLeadSpans(spans))
+			for i := 1; i < len(spans); i++ {
+				if prev := spans[i-1]; prev.open || !prev.end.Before(spans[i].start) {
+					t.Errorf("two replicas led at once: %s, then %s", prev, spans[i])
+				}
+			}
+			requireOneLeaderReported(t, ns, replicas)
+
 			for _, component := range controlPlane {
 				if err := cluster.ComponentAlive(component); err != nil {
 					t.Errorf("after the outage: %v", err)
@@ -157,6 +196,167 @@ func TestControlPlaneOutage(t *testing.T) {
 			return
 		}
 	}
+}
+
+// Log messages of pkg/leader that mark when an operator process leads.
+const (
+	msgLeading   = `msg="leading: `
+	msgLeaseLost = `msg="lost the leader lease`
+	msgReleased  = `msg="released lease`
+)
+
+// leadSpan is when one operator process led, from its log: from its
+// "leading" line to the line in which it lost or released the Lease; open
+// if none came yet.
+type leadSpan struct {
+	log        string
+	start, end time.Time
+	open       bool
+}
+
+func (s leadSpan) String() string {
+	end := "still leading"
+	if !s.open {
+		end = "until " + s.end.Format("15:04:05.000")
+	}
+	return fmt.Sprintf("%s: led from %s %s", filepath.Base(s.log), s.start.Format("15:04:05.000"), end)
+}
+
+// leadSpans returns the leading spans in the stamped logs of ops (see
+// startReplicas), by start.
+func leadSpans(t *testing.T, ops []*framework.Operator) []leadSpan {
+	t.Helper()
+	var spans []leadSpan
+	for _, op := range ops {
+		var cur *leadSpan
+		for _, line := range strings.Split(op.Log(), "\n") {
+			stamp, text, ok := strings.Cut(line, " ")
+			if !ok {
+				continue
+			}
+			at, err := time.Parse(time.RFC3339Nano, stamp)
+			if err != nil {
+				continue // the framework's own lines have no stamp
+			}
+			switch {
+			case strings.Contains(text, msgLeading):
+				if cur != nil {
+					t.Errorf("%s: led again at %s without a loss or a release since %s", op.LogFile(), at.Format("15:04:05.000"), cur.start.Format("15:04:05.000"))
+				}
+				cur = &leadSpan{log: op.LogFile(), start: at, open: true}
+			case cur != nil && (strings.Contains(text, msgLeaseLost) || strings.Contains(text, msgReleased)):
+				cur.end, cur.open = at, false
+				spans = append(spans, *cur)
+				cur = nil
+			}
+		}
+		if cur != nil {
+			spans = append(spans, *cur)
+		}
+	}
+	slices.SortFunc(spans, func(a, b leadSpan) int { return a.start.Compare(b.start) })
+	return spans
+}
+
+func formatLeadSpans(spans []leadSpan) string {
+	var b strings.Builder
+	for _, s := range spans {
+		fmt.Fprintf(&b, "  %s\n", s)
+	}
+	return b.String()
+}
+
+// waitLeader returns the replica of ops that leads, by its log, once one does.
+func waitLeader(t *testing.T, ops []*framework.Operator) *framework.Operator {
+	t.Helper()
+	var leader *framework.Operator
+	err := framework.Eventually(context.Background(), convergeTimeout, "a replica to lead", func(context.Context) error {
+		spans := leadSpans(t, ops)
+		if len(spans) == 0 || !spans[len(spans)-1].open {
+			return fmt.Errorf("nobody leads; leading spans:\n%s", formatLeadSpans(spans))
+		}
+		for _, op := range ops {
+			if op.LogFile() == spans[len(spans)-1].log {
+				leader = op
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return leader
+}
+
+// requireOneLeaderReported waits until exactly one of ops reports
+// memcached_operator_leader 1 on its /metrics, and the Lease names it.
+func requireOneLeaderReported(t *testing.T, ns *namespace, ops []*framework.Operator) {
+	t.Helper()
+	err := framework.Eventually(context.Background(), convergeTimeout, "one replica to report itself the leader, the one the Lease names", func(ctx context.Context) error {
+		var leaders []string
+		for i, op := range ops {
+			v, err := leaderMetric(ctx, op)
+			if err != nil {
+				return err
+			}
+			if v == 1 {
+				leaders = append(leaders, fmt.Sprintf("replica-%d", i))
+			}
+		}
+		holder, err := ns.kubectl.Run(ctx, "get", "lease", "memcached-operator", "-o", "jsonpath={.spec.holderIdentity}")
+		if err != nil {
+			return err
+		}
+		if len(leaders) != 1 || leaders[0] != strings.TrimSpace(holder) {
+			return fmt.Errorf("replicas reporting memcached_operator_leader 1: %v; the Lease names %q", leaders, holder)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
+}
+
+// leaderMetric returns memcached_operator_leader from op's /metrics, at the
+// address its log names.
+func leaderMetric(ctx context.Context, op *framework.Operator) (float64, error) {
+	_, rest, ok := strings.Cut(op.Log(), "serving /metrics, /healthz and /readyz on ")
+	if !ok {
+		return 0, fmt.Errorf("%s names no metrics address yet", op.LogFile())
+	}
+	addr, _, _ := strings.Cut(rest, "\n")
+	addr = strings.TrimSpace(strings.Trim(strings.TrimSpace(addr), `"`))
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return 0, fmt.Errorf("the /metrics of %s: %v", op.LogFile(), err)
+	}
+	for _, m := range families["memcached_operator_leader"].GetMetric() {
+		return m.GetGauge().GetValue(), nil
+	}
+	return 0, fmt.Errorf("the /metrics of %s have no memcached_operator_leader", op.LogFile())
+}
+
+// replicasCPU returns the CPU time that the processes of ops have used.
+func replicasCPU(ops []*framework.Operator) (time.Duration, error) {
+	var sum time.Duration
+	for _, op := range ops {
+		cpu, err := framework.ProcessCPU(op.Pid())
+		if err != nil {
+			return 0, err
+		}
+		sum += cpu
+	}
+	return sum, nil
 }
 
 // TestCRDDeletedAndRecreated: the Memcached CRD is deleted under a running

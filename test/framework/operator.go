@@ -1,8 +1,10 @@
 package framework
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +29,12 @@ type OperatorConfig struct {
 	Args []string
 	// Env are extra KEY=VALUE environment entries.
 	Env []string
+	// Stamped prefixes every line of the log with the time it was read
+	// from the process, in RFC 3339 with nanoseconds and a space, as
+	// `kubectl logs --timestamps` shows a container's: the operator's own
+	// timestamps have whole seconds, too coarse to order the logs of two
+	// processes.
+	Stamped bool
 }
 
 // Operator is a running (or stopped) operator process.
@@ -58,8 +66,13 @@ func (o *Operator) Start() error {
 	if err != nil {
 		return err
 	}
-	defer logf.Close()
 	fmt.Fprintf(logf, "----- %s starting %s %v (WATCH_NAMESPACE=%s)\n", time.Now().Format(time.RFC3339), o.cfg.Binary, o.cfg.Args, o.cfg.WatchNamespace)
+	var out io.Writer = logf
+	if o.cfg.Stamped {
+		// Not a file: exec copies the output through a pipe, and Wait
+		// returns once the copy is done.
+		out = &stampedLines{w: logf}
+	}
 
 	cmd := exec.Command(o.cfg.Binary, o.cfg.Args...)
 	cmd.Env = append(os.Environ(),
@@ -67,19 +80,47 @@ func (o *Operator) Start() error {
 		"WATCH_NAMESPACE="+o.cfg.WatchNamespace,
 	)
 	cmd.Env = append(cmd.Env, o.cfg.Env...)
-	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Stdout, cmd.Stderr = out, out
 	// The operator must not outlive the test binary, even one killed by a timeout
 	// or a signal, or it would keep retrying against a deleted cluster.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
+		logf.Close()
 		return fmt.Errorf("start operator: %v", err)
 	}
 	o.cmd, o.done, o.err = cmd, make(chan struct{}), nil
 	go func(done chan struct{}) {
 		o.err = cmd.Wait()
+		logf.Close()
 		close(done)
 	}(o.done)
 	return nil
+}
+
+// stampedLines writes each complete line written to it to w, prefixed with
+// the time and a space (see OperatorConfig.Stamped). exec calls Write from
+// one goroutine.
+type stampedLines struct {
+	w       io.Writer
+	partial []byte
+}
+
+func (s *stampedLines) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			s.partial = append(s.partial, p...)
+			break
+		}
+		line := append(s.partial, p[:i+1]...)
+		s.partial = nil
+		if _, err := fmt.Fprintf(s.w, "%s %s", time.Now().Format(time.RFC3339Nano), line); err != nil {
+			return 0, err
+		}
+		p = p[i+1:]
+	}
+	return n, nil
 }
 
 // SetArgs replaces the extra command-line flags for the next Start, as a

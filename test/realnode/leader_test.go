@@ -362,8 +362,8 @@ func TestLeaderHandOverOnRollout(t *testing.T) {
 
 // TestOutsideLeaseChange deletes the operator's Lease, then writes the
 // standby's name into it as its holder, as someone forcing a failover by hand
-// would. Each time, the leader must stop (its process exits, and the kubelet
-// restarts it as a standby) within a few seconds, well before its renew
+// would. Each time, the leader must stop leading and stand by, without its
+// container restarting, within a few seconds, well before its renew
 // deadline; no replica may lead again before a lease duration has passed
 // since the change, so that two never lead at once, as every replica's log
 // shows; and a replica must lead again afterwards.
@@ -421,8 +421,30 @@ func TestOutsideLeaseChange(t *testing.T) {
 		if waited < leaseDuration {
 			t.Errorf("%s: %s led %v after the change, before the lease duration %v", change.name, next.pod, waited.Round(time.Millisecond), leaseDuration)
 		}
+		if err := requireNoRestart(ctx, k, leader); err != nil {
+			t.Errorf("%s: %v", change.name, err)
+		}
 	}
 	logs.stop()
+}
+
+// requireNoRestart fails unless the operator container of pod p, as it was
+// listed before, has not restarted since: a replica that lost the Lease
+// stands by in the same process.
+func requireNoRestart(ctx context.Context, k framework.Kubectl, p framework.Pod) error {
+	pods, err := operatorPods(ctx, k)
+	if err != nil {
+		return err
+	}
+	for _, now := range pods {
+		if now.Metadata.UID == p.Metadata.UID {
+			if restarts(now) != restarts(p) {
+				return fmt.Errorf("the operator container of %s restarted (%d restarts, had %d)", p.Metadata.Name, restarts(now), restarts(p))
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("operator pod %s is gone", p.Metadata.Name)
 }
 
 // Log messages that mark when an operator process leads.
@@ -432,6 +454,7 @@ const (
 	msgLeading  = `msg="leading: `
 	msgStopping = `msg="stopping: `
 	msgReleased = `msg="released lease`
+	msgLost     = `msg="lost the leader lease`
 	msgFatal    = `level=fatal`
 )
 
@@ -580,8 +603,9 @@ func (l *operatorLogs) waitFor(t *testing.T, pod, msg string) {
 }
 
 // leadSpan is when one operator process led: from its "leading" line to
-// its release of the Lease, its fatal exit, or its last line before the
-// container restarted; open if none of these came yet.
+// its release or loss of the Lease, its fatal exit, or its last line before
+// the container restarted; open if none of these came yet. A process that
+// lost the Lease stands by and may lead again: a span of its own.
 type leadSpan struct {
 	pod   string
 	start time.Time
@@ -625,7 +649,7 @@ func (l *operatorLogs) spans() []leadSpan {
 			case cur == nil:
 			case strings.Contains(line.text, msgStopping):
 				cur.stopping = line.at
-			case strings.Contains(line.text, msgReleased), strings.Contains(line.text, msgFatal):
+			case strings.Contains(line.text, msgReleased), strings.Contains(line.text, msgLost), strings.Contains(line.text, msgFatal):
 				closeAt(line.at)
 			}
 		}

@@ -59,7 +59,7 @@ func run(args []string) (err error) {
 	fs.DurationVar(&retry, "refresh-retry", 5*time.Second, "How long a failed refresh of the same certificate files, or load of the same -Y file, waits before it is tried again.")
 	fs.BoolVar(&supervise, "supervise", false, "Do the work in a child process, the worker (this command with --worker), and restart it with backoff whenever it exits: this process stays up, so the container keeps running and the pod stays Ready. It serves /status, which reports a failing worker as SidecarFailing, /healthz, about itself alone, and the worker's /metrics on --metrics-addr or --status-addr.")
 	fs.StringVar(&workerAddr, "worker-addr", "127.0.0.1:9151", "With --supervise: the loopback address where the worker serves its own /status and /metrics.")
-	fs.BoolVar(&worker, "worker", false, "Run as the worker of --supervise, which sets it: raise this process's oom_score_adj, so that an OOM in the container kills the worker and not its supervisor, and write the error it exits on to file descriptor 3.")
+	fs.BoolVar(&worker, "worker", false, "Run as the worker of --supervise, which sets it: raise this process's oom_score_adj, so that an OOM in the container kills the worker rather than its supervisor, and write the error it exits on to file descriptor 3.")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -172,7 +172,7 @@ func Monitored(m *v1alpha1.Memcached) bool {
 // tells the operator instead (SidecarFailing). The memory limit is the
 // container's, for both processes; GOMEMLIMIT, which each inherits, keeps
 // either process's Go heap well below it, and an OOM kills the worker,
-// whose oom_score_adj is the highest.
+// whose oom_score_adj is the highest, unless the supervisor grew larger.
 func sidecarContainer(m *v1alpha1.Memcached, image string, mounts []corev1.VolumeMount, security *corev1.SecurityContext) corev1.Container {
 	args := []string{"--supervise", "--memcached=127.0.0.1:" + strconv.Itoa(memcachedPort)}
 	if t := m.Spec.TLS; t != nil {

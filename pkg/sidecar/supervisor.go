@@ -61,7 +61,8 @@ const maxExitMessage = 1024
 // the sidecar's Report (ReasonSidecarFailing) until a restart has run for
 // Stable, when the problem clears and the backoff starts over. The worker
 // raises its own oom_score_adj (RaiseOOMScore), so that an OOM in the
-// container's memory cgroup kills it and not the Supervisor.
+// container's memory cgroup kills it rather than the Supervisor, unless the
+// Supervisor has grown the larger of the two.
 type Supervisor struct {
 	// Command returns the worker's command, a new one for each start,
 	// with neither ExtraFiles nor a started process: the Supervisor adds
@@ -262,8 +263,11 @@ const OOMScoreAdjMax = 1000
 // RaiseOOMScore sets the oom_score_adj file of a process, such as
 // /proc/self/oom_score_adj, to OOMScoreAdjMax. Any process may raise its
 // own; lowering one takes CAP_SYS_RESOURCE, which the sidecar lacks, so the
-// Supervisor stays at the kubelet's value and the worker, above it, is the
-// one killed when the container runs out of memory.
+// Supervisor stays at the kubelet's value, 1000 less the container's
+// memory request per mille of the node's memory (999 or so). The OOM killer
+// of the container's memory cgroup picks the process with the most memory
+// plus oom_score_adj thousandths of the limit: the worker when the two are
+// about the same size, or when it is the one that grew.
 func RaiseOOMScore(path string) error {
 	if err := os.WriteFile(path, []byte(strconv.Itoa(OOMScoreAdjMax)), 0); err != nil {
 		return fmt.Errorf("failed to raise the oom_score_adj: %v", err)

@@ -3,6 +3,12 @@
 // (pkg/sidecar.Refresher) and its -Y file (pkg/sidecar.AuthReloader) when
 // the kubelet updates the mounted Secrets, and serves memcached's stats as
 // Prometheus metrics (pkg/sidecar.StatsCollector).
+//
+// In the pods it runs with --supervise: the process the container starts
+// only supervises (pkg/sidecar.Supervisor) a worker, this command again
+// with --worker, which does the work, and restarts it whenever it exits, so
+// that a failing worker never stops the container nor makes the pod, and
+// memcached with it, leave the Service.
 package main
 
 import (
@@ -12,8 +18,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
+	"os/exec"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -23,17 +33,22 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
+// stopGrace is how long the worker has to exit after the container's
+// SIGTERM: within the pod's grace period, after its preStop pause.
+const stopGrace = 5 * time.Second
+
 func main() {
 	if err := run(os.Args[1:]); err != nil {
 		logrus.Fatal(err)
 	}
 }
 
-func run(args []string) error {
+func run(args []string) (err error) {
 	fs := flag.NewFlagSet("memcached-sidecar", flag.ContinueOnError)
 	var d sidecar.Dialer
-	var metricsAddr, statusAddr, authFile string
+	var metricsAddr, statusAddr, authFile, workerAddr string
 	var interval, retry time.Duration
+	var supervise, worker bool
 	fs.StringVar(&d.Addr, "memcached", "127.0.0.1:11211", "memcached's host:port.")
 	fs.StringVar(&d.TLSDir, "tls-dir", "", "Folder of the mounted kubernetes.io/tls Secret memcached serves; empty: memcached speaks plaintext and nothing is refreshed.")
 	fs.BoolVar(&d.ClientCert, "client-cert", false, "Present the Secret's certificate to memcached, which requires client certificates.")
@@ -42,8 +57,18 @@ func run(args []string) error {
 	fs.StringVar(&statusAddr, "status-addr", "", "Address of the HTTP server for /status and /healthz alone, without --metrics-addr, such as :9150; empty serves none.")
 	fs.DurationVar(&interval, "refresh-interval", time.Second, "How often the mounted certificate files and -Y file are compared with those memcached serves.")
 	fs.DurationVar(&retry, "refresh-retry", 5*time.Second, "How long a failed refresh of the same certificate files, or load of the same -Y file, waits before it is tried again.")
+	fs.BoolVar(&supervise, "supervise", false, "Do the work in a child process, the worker (this command with --worker), and restart it with backoff whenever it exits: this process stays up, so the container keeps running and the pod stays Ready. It serves /status, which reports a failing worker as SidecarFailing, /healthz, about itself alone, and the worker's /metrics on --metrics-addr or --status-addr.")
+	fs.StringVar(&workerAddr, "worker-addr", "127.0.0.1:9151", "With --supervise: the loopback address where the worker serves its own /status and /metrics.")
+	fs.BoolVar(&worker, "worker", false, "Run as the worker of --supervise, which sets it: raise this process's oom_score_adj, so that an OOM in the container kills the worker rather than its supervisor, and write the error it exits on to file descriptor 3.")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if worker {
+		defer func() {
+			if err != nil {
+				writeExitMessage(err)
+			}
+		}()
 	}
 	if d.TLSDir == "" && authFile == "" && metricsAddr == "" {
 		return errors.New("nothing to do: set --tls-dir, --auth-file, --metrics-addr or several")
@@ -64,10 +89,33 @@ func run(args []string) error {
 	if retry < 0 {
 		return fmt.Errorf("--refresh-retry=%v must not be negative", retry)
 	}
+	if supervise {
+		if worker {
+			return errors.New("--supervise runs a --worker: set one of them")
+		}
+		if metricsAddr+statusAddr == "" {
+			return errors.New("--supervise serves the report of its worker: set --metrics-addr or --status-addr")
+		}
+		if host, _, err := net.SplitHostPort(workerAddr); err != nil {
+			return fmt.Errorf("--worker-addr=%s: %v", workerAddr, err)
+		} else if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+			return fmt.Errorf("--worker-addr=%s must be a loopback IP address", workerAddr)
+		}
+	}
 	log := logrus.StandardLogger()
+	if worker {
+		if err := sidecar.RaiseOOMScore("/proc/self/oom_score_adj"); err != nil {
+			// The worker still works; an OOM may then kill its supervisor,
+			// and the container restarts.
+			log.Warn(err)
+		}
+	}
 	log.Infof("memcached-sidecar %s for memcached at %s (TLS: %t, auth: %t)", sidecar.Version, d.Addr, d.TLSDir != "", authFile != "")
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	if supervise {
+		return superviseWorker(ctx, workerArgs(fs, metricsAddr != "", workerAddr), metricsAddr+statusAddr, metricsAddr != "", workerAddr, log)
+	}
 
 	reg := prometheus.NewRegistry()
 	var reloader *sidecar.AuthReloader
@@ -93,6 +141,92 @@ func run(args []string) error {
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	}
 	mux.Handle(sidecar.ReportPath, sidecar.ReportHandler(refresher, reloader))
+	return serve(ctx, addr, mux)
+}
+
+// superviseWorker runs the worker, this executable with args, under a
+// sidecar.Supervisor until ctx ends, and serves at addr the Supervisor's
+// report of it, its own /healthz and, with metrics, the worker's /metrics
+// from workerAddr.
+func superviseWorker(ctx context.Context, args []string, addr string, metrics bool, workerAddr string, log logrus.FieldLogger) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("failed to find the sidecar's executable: %v", err)
+	}
+	s := &sidecar.Supervisor{
+		Command: func() *exec.Cmd {
+			cmd := exec.Command(exe, args...)
+			cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+			// No worker outlives its supervisor, which would hold the
+			// worker's port when the container starts again.
+			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+			return cmd
+		},
+		MinBackoff: sidecar.DefaultMinBackoff,
+		MaxBackoff: sidecar.DefaultMaxBackoff,
+		Stable:     sidecar.DefaultStable,
+		StopGrace:  stopGrace,
+		Log:        log,
+	}
+	log.Infof("supervising the worker %s %s", exe, strings.Join(args, " "))
+	ctx, cancel := context.WithCancel(ctx)
+	supervised := make(chan struct{})
+	go func() {
+		defer close(supervised)
+		s.Run(ctx)
+	}()
+	defer func() {
+		cancel()
+		<-supervised
+	}()
+	worker := &url.URL{Scheme: "http", Host: workerAddr}
+	mux := http.NewServeMux()
+	if metrics {
+		proxy := httputil.NewSingleHostReverseProxy(worker)
+		// The worker's exits are logged once each, not at every scrape.
+		proxy.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, err error) {
+			http.Error(w, "the sidecar's worker does not answer: "+err.Error(), http.StatusBadGateway)
+		}
+		mux.Handle("/metrics", proxy)
+	}
+	mux.Handle(sidecar.ReportPath, s.ReportHandler(worker.String()+sidecar.ReportPath))
+	return serve(ctx, addr, mux)
+}
+
+// workerArgs returns the arguments of the worker of a --supervise command
+// line parsed into fs: the flags set there, but the supervisor's own and
+// the addresses, then --worker and, where the supervisor serves metrics or
+// only the status, the same at workerAddr.
+func workerArgs(fs *flag.FlagSet, metrics bool, workerAddr string) []string {
+	var args []string
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "supervise", "worker-addr", "metrics-addr", "status-addr":
+			return
+		}
+		args = append(args, "--"+f.Name+"="+f.Value.String())
+	})
+	if metrics {
+		return append(args, "--worker", "--metrics-addr="+workerAddr)
+	}
+	return append(args, "--worker", "--status-addr="+workerAddr)
+}
+
+// writeExitMessage gives the supervisor the error the worker exits on, on
+// sidecar.ExitMessageFD, when that is the supervisor's pipe: a worker
+// started by hand may have anything there, or nothing.
+func writeExitMessage(err error) {
+	f := os.NewFile(sidecar.ExitMessageFD, "exit-message")
+	defer f.Close()
+	if fi, statErr := f.Stat(); statErr != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		return
+	}
+	_, _ = fmt.Fprintln(f, err) // the process exits next, with the error in its log too
+}
+
+// serve serves mux and /healthz, which says the process serves, at addr
+// until ctx ends.
+func serve(ctx context.Context, addr string, mux *http.ServeMux) error {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {

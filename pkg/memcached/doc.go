@@ -48,7 +48,9 @@
 // memcached's stats, and reports what it could not make memcached do,
 // which the operator polls (package sidecarpoll) into the Degraded
 // condition (SidecarFailure); a new --sidecar-image rolls with the fleet's
-// pacing.
+// pacing. The sidecar container runs a supervisor that restarts the worker
+// doing all that, so that no failure of the sidecar makes the pod NotReady
+// (sidecarContainer); a failing worker is reported the same way.
 //
 // # Status
 //

@@ -8,6 +8,7 @@ import (
 	"github.com/example-inc/memcached-operator/pkg/sidecar"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // DefaultSidecarImage is the image of the sidecar that refreshes memcached's
@@ -30,6 +31,12 @@ const (
 	// statusPortName names the same port in the pods without monitoring,
 	// where the sidecar serves its report alone, for the operator only.
 	statusPortName = "status"
+	// sidecarMemoryLimit is the sidecar container's memory limit, for its
+	// supervisor and its worker, and sidecarGoMemLimit each one's
+	// GOMEMLIMIT: the two together stay below the limit with room for
+	// what the Go runtime does not count.
+	sidecarMemoryLimit = "64Mi"
+	sidecarGoMemLimit  = "24MiB"
 	// tlsVolume and authVolume name the Secret volumes, mounted at tlsDir
 	// and authDir in both containers.
 	tlsVolume  = "tls"
@@ -153,8 +160,21 @@ func Monitored(m *v1alpha1.Memcached) bool {
 // same mounts as memcached and as restricted a security context. It talks
 // to its own memcached over the pod's loopback, with TLS and auth when m
 // has them.
+//
+// Its failures never make the pod NotReady, which would take a memcached
+// that serves out of the Service: the kubelet counts every container in the
+// pod's Ready condition, and one without a readiness probe, such as this,
+// is Ready while it runs. So the container runs a supervisor
+// (--supervise, pkg/sidecar.Supervisor) that does none of the work and
+// stays up, and restarts the worker that does it whenever it exits; the
+// liveness probe asks the supervisor alone (/healthz), so a worker that
+// keeps failing never restarts the container, and the sidecar's report
+// tells the operator instead (SidecarFailing). The memory limit is the
+// container's, for both processes; GOMEMLIMIT, which each inherits, keeps
+// either process's Go heap well below it, and an OOM kills the worker,
+// whose oom_score_adj is the highest, unless the supervisor grew larger.
 func sidecarContainer(m *v1alpha1.Memcached, image string, mounts []corev1.VolumeMount, security *corev1.SecurityContext) corev1.Container {
-	args := []string{"--memcached=127.0.0.1:" + strconv.Itoa(memcachedPort)}
+	args := []string{"--supervise", "--memcached=127.0.0.1:" + strconv.Itoa(memcachedPort)}
 	if t := m.Spec.TLS; t != nil {
 		args = append(args, "--tls-dir="+tlsDir)
 		if t.ClientCertificates == v1alpha1.ClientCertificatesRequired {
@@ -168,16 +188,17 @@ func sidecarContainer(m *v1alpha1.Memcached, image string, mounts []corev1.Volum
 		Name:                     SidecarName,
 		Image:                    image,
 		Args:                     args,
+		Env:                      []corev1.EnvVar{{Name: "GOMEMLIMIT", Value: sidecarGoMemLimit}},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		VolumeMounts:             mounts,
 		Resources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{
 				corev1.ResourceCPU:              resource.MustParse("5m"),
-				corev1.ResourceMemory:           resource.MustParse("16Mi"),
+				corev1.ResourceMemory:           resource.MustParse("24Mi"),
 				corev1.ResourceEphemeralStorage: resource.MustParse(logStorageRequest),
 			},
 			Limits: corev1.ResourceList{
-				corev1.ResourceMemory:           resource.MustParse("32Mi"),
+				corev1.ResourceMemory:           resource.MustParse(sidecarMemoryLimit),
 				corev1.ResourceEphemeralStorage: resource.MustParse(logStorageLimit),
 			},
 		},
@@ -185,12 +206,24 @@ func sidecarContainer(m *v1alpha1.Memcached, image string, mounts []corev1.Volum
 	}
 	// Every sidecar serves its report (sidecar.ReportPath) on the metrics
 	// port, for the operator's poll; with monitoring, its metrics too.
+	port := statusPortName
 	if Monitored(m) {
+		port = metricsPortName
 		c.Args = append(c.Args, "--metrics-addr=:"+strconv.Itoa(metricsPort))
-		c.Ports = []corev1.ContainerPort{{Name: metricsPortName, ContainerPort: metricsPort, Protocol: corev1.ProtocolTCP}}
 	} else {
 		c.Args = append(c.Args, "--status-addr=:"+strconv.Itoa(metricsPort))
-		c.Ports = []corev1.ContainerPort{{Name: statusPortName, ContainerPort: metricsPort, Protocol: corev1.ProtocolTCP}}
+	}
+	c.Ports = []corev1.ContainerPort{{Name: port, ContainerPort: metricsPort, Protocol: corev1.ProtocolTCP}}
+	c.LivenessProbe = &corev1.Probe{
+		Handler: corev1.Handler{
+			HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString(port)},
+		},
+		// A minute without an answer: the supervisor answers at once
+		// unless it hangs, and a restart of the container, which makes
+		// the pod NotReady for a moment, must not come from a slow node.
+		PeriodSeconds:    10,
+		TimeoutSeconds:   5,
+		FailureThreshold: 6,
 	}
 	return c
 }

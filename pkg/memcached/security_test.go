@@ -10,6 +10,7 @@ import (
 	"github.com/example-inc/memcached-operator/pkg/memcached/memcachedtest"
 	"github.com/example-inc/memcached-operator/pkg/sidecar"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -42,7 +43,7 @@ var securityCases = []struct {
 		wantArgs:        []string{"-Z", "-o", "ssl_chain_cert=/etc/memcached/tls/tls.crt,ssl_key=/etc/memcached/tls/tls.key"},
 		wantEnv:         []string{"cert/tls.crt", "cert/tls.key"},
 		wantVolumes:     []string{"tls:cert"},
-		wantSidecarArgs: []string{"--memcached=127.0.0.1:11211", "--tls-dir=/etc/memcached/tls", "--status-addr=:9150"},
+		wantSidecarArgs: []string{"--supervise", "--memcached=127.0.0.1:11211", "--tls-dir=/etc/memcached/tls", "--status-addr=:9150"},
 		wantPorts:       []string{"memcached"},
 	},
 	{
@@ -56,7 +57,7 @@ var securityCases = []struct {
 			"-Y", "/etc/memcached/auth/passwords"},
 		wantEnv:         []string{"cert/tls.crt", "cert/tls.key", "cert/ca.crt", "users/passwords"},
 		wantVolumes:     []string{"tls:cert", "auth:users"},
-		wantSidecarArgs: []string{"--memcached=127.0.0.1:11211", "--tls-dir=/etc/memcached/tls", "--client-cert", "--auth-file=/etc/memcached/auth/passwords", "--metrics-addr=:9150"},
+		wantSidecarArgs: []string{"--supervise", "--memcached=127.0.0.1:11211", "--tls-dir=/etc/memcached/tls", "--client-cert", "--auth-file=/etc/memcached/auth/passwords", "--metrics-addr=:9150"},
 		wantPorts:       []string{"memcached", "metrics"},
 		wantShared:      true,
 	},
@@ -66,14 +67,14 @@ var securityCases = []struct {
 		wantArgs:        []string{"-Y", "/etc/memcached/auth/passwords"},
 		wantEnv:         []string{"users/passwords"},
 		wantVolumes:     []string{"auth:users"},
-		wantSidecarArgs: []string{"--memcached=127.0.0.1:11211", "--auth-file=/etc/memcached/auth/passwords", "--status-addr=:9150"},
+		wantSidecarArgs: []string{"--supervise", "--memcached=127.0.0.1:11211", "--auth-file=/etc/memcached/auth/passwords", "--status-addr=:9150"},
 		wantPorts:       []string{"memcached"},
 		wantShared:      true,
 	},
 	{
 		name:            "monitoring only",
 		spec:            func(s *v1alpha1.MemcachedSpec) { s.Monitoring = &v1alpha1.MemcachedMonitoring{Enabled: true} },
-		wantSidecarArgs: []string{"--memcached=127.0.0.1:11211", "--metrics-addr=:9150"},
+		wantSidecarArgs: []string{"--supervise", "--memcached=127.0.0.1:11211", "--metrics-addr=:9150"},
 		wantPorts:       []string{"memcached", "metrics"},
 	},
 	{
@@ -150,8 +151,25 @@ func TestPodOfTLSAuthAndMonitoring(t *testing.T) {
 				if !reflect.DeepEqual(sc.SecurityContext, mc.SecurityContext) {
 					t.Errorf("sidecar security context %+v, want memcached's %+v", sc.SecurityContext, mc.SecurityContext)
 				}
-				if _, ok := sc.Resources.Limits[corev1.ResourceMemory]; !ok {
+				// Two Go processes, the supervisor and its worker, each
+				// with GOMEMLIMIT, below the container's limit together.
+				limit, ok := sc.Resources.Limits[corev1.ResourceMemory]
+				if !ok {
 					t.Errorf("sidecar has no memory limit")
+				}
+				if len(sc.Env) != 1 || sc.Env[0].Name != "GOMEMLIMIT" {
+					t.Errorf("sidecar env %+v, want GOMEMLIMIT alone", sc.Env)
+				} else if goLimit, err := resource.ParseQuantity(strings.TrimSuffix(sc.Env[0].Value, "B")); err != nil || 2*goLimit.Value() >= limit.Value() {
+					t.Errorf("sidecar GOMEMLIMIT %s (%v), want two of them below the limit %s", sc.Env[0].Value, err, limit.String())
+				}
+				// Ready while it runs: no readiness probe may take a
+				// serving memcached out of the Service. The liveness probe
+				// asks the supervisor, on the report's port.
+				if sc.ReadinessProbe != nil {
+					t.Errorf("sidecar readiness probe %+v, want none", sc.ReadinessProbe)
+				}
+				if p := sc.LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" || len(sc.Ports) != 1 || p.HTTPGet.Port.StrVal != sc.Ports[0].Name || p.PeriodSeconds*p.FailureThreshold < 60 || p.TimeoutSeconds < 5 {
+					t.Errorf("sidecar liveness probe %+v, want /healthz on its port, failing after a minute, 5 s a try", p)
 				}
 				// The report is served on the metrics port, which the
 				// pods without monitoring name status.

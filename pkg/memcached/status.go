@@ -139,7 +139,8 @@ func actedOn(m *v1alpha1.Memcached, o Observation) int64 {
 
 // SidecarProblem is one problem that the sidecar of a pod reports (see
 // pkg/sidecar's Report): memcached does not serve the mounted certificate
-// or -Y file, while the pod looks healthy to the kubelet.
+// or -Y file, or the sidecar's worker, which does that, keeps exiting,
+// while the pod looks healthy to the kubelet.
 type SidecarProblem struct {
 	// Pod names the pod.
 	Pod string
@@ -405,9 +406,9 @@ func progressingCondition(m *v1alpha1.Memcached, o Observation) v1alpha1.Memcach
 //     deadline;
 //   - otherwise True with the reason and message of SidecarFailure, when a
 //     pod's memcached serves, Ready, but not the mounted certificate or -Y
-//     file, which no readiness may show: a sidecar that failed its
-//     container's readiness would take a serving memcached out of the
-//     Service;
+//     file, or its sidecar's worker fails, which no readiness may show: a
+//     sidecar that failed its container's readiness would take a serving
+//     memcached out of the Service;
 //   - otherwise False with reason AsExpected once at least spec.size live
 //     pods are Ready;
 //   - otherwise False with reason PodsStarting.

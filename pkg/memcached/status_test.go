@@ -144,6 +144,16 @@ func TestDegradedCondition(t *testing.T) {
 			message: "pod example-a: sidecar: memcached refused to reload its certificate: refresh_certs: ERROR",
 		},
 		{
+			name: "a sidecar whose worker fails, before what the worker reported",
+			size: 2, pods: []*corev1.Pod{ready("example-a"), ready("example-b")},
+			problems: []memcached.SidecarProblem{
+				{Pod: "example-a", Reason: "SidecarFailing", Message: "its worker exited (signal: killed); it is restarted with backoff until it runs for 1m0s"},
+				refresh("example-a"),
+			},
+			status: corev1.ConditionTrue, reason: "SidecarFailing",
+			message: "pod example-a: sidecar: its worker exited (signal: killed); it is restarted with backoff until it runs for 1m0s",
+		},
+		{
 			name: "a failed pod comes before a sidecar's problem",
 			size: 1, pods: []*corev1.Pod{memcachedtest.WithContainers(running("example-a"), memcachedtest.CrashLooping("example-a", "10s", 1))},
 			problems: []memcached.SidecarProblem{refresh("example-a")},

@@ -2,7 +2,9 @@
 // to reload its TLS certificate when the kubelet updates the mounted Secret,
 // and serves memcached's stats as Prometheus metrics. It talks to memcached
 // over the pod's loopback, with TLS and ASCII authentication when memcached
-// has them.
+// has them. A Supervisor runs that work in a worker process and restarts it
+// when it exits, so that the sidecar's container, and the pod's readiness
+// with it, never follow the worker's failures.
 package sidecar
 
 import (

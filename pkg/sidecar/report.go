@@ -26,6 +26,11 @@ const (
 	// because it is malformed, the sidecar cannot signal memcached, or
 	// memcached did not load it, so the sidecar cannot log in with it.
 	ReasonAuthReloadFailed = "AuthReloadFailed"
+	// ReasonSidecarFailing: the sidecar's worker, which does all of the
+	// above and serves the metrics, exited and has not run for its
+	// Supervisor's Stable since; nothing is refreshed or reloaded while it
+	// is down.
+	ReasonSidecarFailing = "SidecarFailing"
 )
 
 // Problem is one thing the sidecar could not make memcached do.
@@ -37,9 +42,24 @@ type Problem struct {
 }
 
 // Report is what the sidecar serves at ReportPath: its problems now, none
-// when memcached serves what is mounted.
+// when memcached serves what is mounted and the worker runs.
 type Report struct {
 	Problems []Problem `json:"problems"`
+	// Worker is the state of the worker, from a sidecar that runs its work
+	// under a Supervisor; nil from the worker itself.
+	Worker *WorkerState `json:"worker,omitempty"`
+}
+
+// WorkerState is what a Supervisor tells of its worker, for people and
+// tests: the operator reads only the problems.
+type WorkerState struct {
+	// Running says whether the worker runs now.
+	Running bool `json:"running"`
+	// Restarts counts the worker's restarts since the sidecar started.
+	Restarts int `json:"restarts"`
+	// LastExit says how the worker last exited, with the message it left;
+	// empty before its first exit.
+	LastExit string `json:"lastExit,omitempty"`
 }
 
 // problemSource is a part of the sidecar that may have a problem of

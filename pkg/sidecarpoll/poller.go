@@ -10,7 +10,11 @@
 // to the API server. What a container can show without one, its state,
 // would cost the cache: a sidecar that failed its readiness probe, or exited
 // to leave a termination message, would make the pod not Ready and take a
-// serving memcached out of its Service. So the operator, which reaches pod
+// serving memcached out of its Service. That holds for the sidecar's own
+// failures too: its container runs a supervisor that stays up and restarts
+// the worker doing the work (pkg/sidecar.Supervisor), and reports a worker
+// that exited as SidecarFailing, while the container runs and the pod stays
+// Ready. So the operator, which reaches pod
 // IPs as any client in the cluster does, GETs
 // http://<pod IP>:9150/status (sidecar.ReportPort, sidecar.ReportPath) of
 // every pod whose sidecar runs, every interval, a few at a time; when a

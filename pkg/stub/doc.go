@@ -129,7 +129,9 @@
 // # What the sidecars report
 //
 // What a pod's sidecar could not make memcached do (a certificate refresh, a
-// reload of the -Y file) is invisible to the kubelet and the pod stays Ready.
+// reload of the -Y file), and the sidecar's own failures (its worker exits and
+// is restarted, while the container keeps running), are invisible to the
+// kubelet and the pod stays Ready.
 // main.go starts a sidecarpoll.Poller, which asks the sidecars over the pod
 // network and queues a Memcached when a report of one of its pods changes;
 // the handler reads the reports (ReadSidecarReports) into the Degraded

@@ -92,7 +92,7 @@ func TestRefreshFailureInStatus(t *testing.T) {
 	goodCert, goodKey, _ := ca.issue(t, 103)
 	applySecret(t, admin, secret, "kubernetes.io/tls", map[string][]byte{"tls.crt": goodCert, "tls.key": goodKey})
 	start = time.Now()
-	requireHealedWithoutRestart(ctx, t, admin, name, before, start, "memcached to serve the good pair (serial 103)", func(ctx context.Context) error {
+	requireHealedWithoutRestart(ctx, t, admin, name, before, start, reportBudget, "memcached to serve the good pair (serial 103)", func(ctx context.Context) error {
 		c, peer, err := dialTLS(ctx, addr, ca, nil)
 		if err != nil {
 			return err
@@ -105,12 +105,12 @@ func TestRefreshFailureInStatus(t *testing.T) {
 	})
 }
 
-// requireHealedWithoutRestart waits within reportBudget until served passes and the
-// Memcached name says Degraded=False AsExpected again, then checks that no container of its
-// pods restarted since before (restart counts by pod/container).
-func requireHealedWithoutRestart(ctx context.Context, t *testing.T, admin framework.Kubectl, name string, before map[string]int, start time.Time, what string, served func(context.Context) error) {
+// requireHealedWithoutRestart waits within budget until served passes and the Memcached
+// name says Degraded=False AsExpected again, then checks that no container of its pods
+// restarted since before (restart counts by pod/container).
+func requireHealedWithoutRestart(ctx context.Context, t *testing.T, admin framework.Kubectl, name string, before map[string]int, start time.Time, budget time.Duration, what string, served func(context.Context) error) {
 	t.Helper()
-	err := framework.Eventually(ctx, reportBudget, what+" and Degraded to clear", func(ctx context.Context) error {
+	err := framework.Eventually(ctx, budget, what+" and Degraded to clear", func(ctx context.Context) error {
 		if err := served(ctx); err != nil {
 			return err
 		}
@@ -202,7 +202,7 @@ func TestMalformedPasswordsInStatus(t *testing.T) {
 
 	applySecret(t, admin, secret, "Opaque", map[string][]byte{"passwords": []byte("new:new-password\n")})
 	start = time.Now()
-	requireHealedWithoutRestart(ctx, t, admin, name, before, start, "the new password to log in", func(ctx context.Context) error {
+	requireHealedWithoutRestart(ctx, t, admin, name, before, start, reportBudget, "the new password to log in", func(ctx context.Context) error {
 		if reply, err := login(ctx, "new", "new-password"); err != nil || reply != "STORED" {
 			return fmt.Errorf("login as new: %q, %v", reply, err)
 		}

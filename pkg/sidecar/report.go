@@ -1,7 +1,9 @@
 package sidecar
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 )
 
@@ -89,4 +91,26 @@ func ReportHandler(refresher *Refresher, reloader *AuthReloader) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(r) // a client that went away gets nothing
 	})
+}
+
+// FetchReport GETs the Report served at url: the operator's poll asks each
+// sidecar for it, and the supervisor its worker.
+func FetchReport(ctx context.Context, client *http.Client, url string) (Report, error) {
+	var r Report
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return r, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return r, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return r, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return r, fmt.Errorf("GET %s: %v", url, err)
+	}
+	return r, nil
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -82,5 +83,22 @@ func TestReportOfBothParts(t *testing.T) {
 	}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v, want %+v", got, want)
+	}
+}
+
+// TestFetchReportFromTheHandler reads the report that the sidecar's
+// own handler serves, as the operator's poll and the supervisor do, and
+// refuses an answer that is not one.
+func TestFetchReportFromTheHandler(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.Handle(ReportPath, ReportHandler(nil, nil))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	r, err := FetchReport(context.Background(), srv.Client(), srv.URL+ReportPath)
+	if err != nil || r.Problems == nil || len(r.Problems) != 0 {
+		t.Errorf("got %+v, %v; want an empty report", r, err)
+	}
+	if _, err := FetchReport(context.Background(), srv.Client(), srv.URL+"/metrics"); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("a path without a report: got %v, want 404", err)
 	}
 }

@@ -226,7 +226,7 @@ func (s *Supervisor) ReportHandler(workerURL string) http.Handler {
 		if p := s.Problem(); p != "" {
 			r.Problems = append(r.Problems, Problem{Reason: ReasonSidecarFailing, Message: p})
 		}
-		if worker, err := getWorkerReport(req.Context(), client, workerURL); err == nil {
+		if worker, err := FetchReport(req.Context(), client, workerURL); err == nil {
 			r.Problems = append(r.Problems, worker.Problems...)
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -237,24 +237,6 @@ func (s *Supervisor) ReportHandler(workerURL string) http.Handler {
 // workerReportTimeout bounds the ask for the worker's report, well within
 // the operator's own timeout for the whole report.
 const workerReportTimeout = time.Second
-
-// getWorkerReport GETs the Report at url.
-func getWorkerReport(ctx context.Context, client *http.Client, url string) (Report, error) {
-	var r Report
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return r, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return r, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return r, fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return r, json.NewDecoder(resp.Body).Decode(&r)
-}
 
 // OOMScoreAdjMax is the highest oom_score_adj, which makes a process the
 // first that the kernel's OOM killer picks.

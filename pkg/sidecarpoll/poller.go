@@ -33,8 +33,6 @@ package sidecarpoll
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"net"
 	"net/http"
 	"reflect"
@@ -90,9 +88,11 @@ type podReport struct {
 func New(pods func() []*corev1.Pod, changed func(namespace, name string), interval time.Duration, log logrus.FieldLogger) *Poller {
 	client := &http.Client{Timeout: timeout}
 	return &Poller{
-		pods:     pods,
-		changed:  changed,
-		get:      func(ctx context.Context, url string) (sidecar.Report, error) { return getReport(ctx, client, url) },
+		pods:    pods,
+		changed: changed,
+		get: func(ctx context.Context, url string) (sidecar.Report, error) {
+			return sidecar.FetchReport(ctx, client, url)
+		},
 		interval: interval,
 		log:      log,
 		reports:  map[types.UID]podReport{},
@@ -205,25 +205,4 @@ func sidecarRuns(pod *corev1.Pod) bool {
 		}
 	}
 	return false
-}
-
-// getReport GETs the report at url.
-func getReport(ctx context.Context, client *http.Client, url string) (sidecar.Report, error) {
-	var r sidecar.Report
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return r, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return r, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return r, fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		return r, fmt.Errorf("GET %s: %v", url, err)
-	}
-	return r, nil
 }

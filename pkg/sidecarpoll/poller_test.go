@@ -3,11 +3,8 @@ package sidecarpoll
 import (
 	"context"
 	"errors"
-	"net/http"
-	"net/http/httptest"
 	"reflect"
 	"sort"
-	"strings"
 	"sync"
 	"testing"
 
@@ -130,21 +127,5 @@ func TestPollAsksRunningSidecarsAndQueuesChanges(t *testing.T) {
 	f.poll()
 	if n := len(f.p.reports); n != 0 {
 		t.Errorf("%d reports kept after their pod went, want none", n)
-	}
-}
-
-// TestGetReportFromTheSidecarsHandler reads the report that the sidecar's
-// own handler serves, and refuses an answer that is not one.
-func TestGetReportFromTheSidecarsHandler(t *testing.T) {
-	mux := http.NewServeMux()
-	mux.Handle(sidecar.ReportPath, sidecar.ReportHandler(nil, nil))
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
-	r, err := getReport(context.Background(), srv.Client(), srv.URL+sidecar.ReportPath)
-	if err != nil || r.Problems == nil || len(r.Problems) != 0 {
-		t.Errorf("got %+v, %v; want an empty report", r, err)
-	}
-	if _, err := getReport(context.Background(), srv.Client(), srv.URL+"/metrics"); err == nil || !strings.Contains(err.Error(), "404") {
-		t.Errorf("a path without a report: got %v, want 404", err)
 	}
 }

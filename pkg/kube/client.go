@@ -47,6 +47,9 @@ type CachedClient struct {
 	kinds map[schema.GroupVersionResource]*children
 	order []*children
 	pods  cache.SharedIndexInformer
+	// mountEvents caches the kubelet's FailedMount Events on pods (see
+	// MountFailure).
+	mountEvents cache.SharedIndexInformer
 }
 
 // Clients are the API clients of a CachedClient. The reconcile's requests
@@ -78,10 +81,11 @@ func NewCachedClient(clients Clients, namespace string, kinds ...*Kind) (*Cached
 		return nil, fmt.Errorf("the clients were not built by NewClients")
 	}
 	c := &CachedClient{
-		memcacheds: clients.Memcacheds,
-		discovery:  clients.Discovery,
-		kinds:      map[schema.GroupVersionResource]*children{},
-		pods:       newPodInformer(clients.CacheKube, namespace, memcached.ManagedSelector),
+		memcacheds:  clients.Memcacheds,
+		discovery:   clients.Discovery,
+		kinds:       map[schema.GroupVersionResource]*children{},
+		pods:        newPodInformer(clients.CacheKube, namespace, memcached.ManagedSelector),
+		mountEvents: newMountEventInformer(clients.CacheKube, namespace),
 	}
 	s := jsonScheme(kinds)
 	for _, k := range kinds {
@@ -128,7 +132,9 @@ func NewCachedClient(clients Clients, namespace string, kinds ...*Kind) (*Cached
 // added, changed or deleted, but for the updates that a kind's Changed
 // leaves out, such as those of a PodDisruptionBudget that change only its
 // status (see SpecChanged), and updates of a pod that change nothing the
-// trimmed pod keeps (see podChanged). It must be called before Start.
+// trimmed pod keeps (see podChanged), and of every pod whose FailedMount
+// Event is added, updated or deleted (see enqueuePodOwner). It must be
+// called before Start.
 func (c *CachedClient) OnChildChange(enqueue func(namespace, name string)) {
 	every := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj interface{}) { enqueueOwner(obj, enqueue) },
@@ -145,6 +151,11 @@ func (c *CachedClient) OnChildChange(enqueue func(namespace, name string)) {
 		return h
 	}
 	c.pods.AddEventHandler(onlyIf(podChanged))
+	c.mountEvents.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj interface{}) { c.enqueuePodOwner(obj, enqueue) },
+		UpdateFunc: func(_, obj interface{}) { c.enqueuePodOwner(obj, enqueue) },
+		DeleteFunc: func(obj interface{}) { c.enqueuePodOwner(obj, enqueue) },
+	})
 	for _, ch := range c.order {
 		switch {
 		case ch.informer == nil:
@@ -227,8 +238,8 @@ func enqueueOwner(obj interface{}, enqueue func(namespace, name string)) {
 // Start runs the informers until stop is closed and waits for their caches
 // to be filled, failing if stop closes first.
 func (c *CachedClient) Start(stop <-chan struct{}) error {
-	informers := []cache.SharedIndexInformer{c.pods}
-	names := []string{"pods"}
+	informers := []cache.SharedIndexInformer{c.pods, c.mountEvents}
+	names := []string{"pods", "events"}
 	for _, ch := range c.order {
 		if ch.informer != nil {
 			informers = append(informers, ch.informer)

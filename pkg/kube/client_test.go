@@ -67,6 +67,8 @@ func newTestCachedClient(t *testing.T, cached []runtime.Object, respond func(r k
 			err = c.pods.GetIndexer().Add(o)
 		case *corev1.Service:
 			err = c.kinds[serviceKind.Resource].informer.GetIndexer().Add(o)
+		case *corev1.Event:
+			err = c.mountEvents.GetIndexer().Add(o)
 		default:
 			err = c.kinds[DeploymentKind.Resource].informer.GetIndexer().Add(o)
 		}

@@ -16,6 +16,17 @@
 // (ListDeployments, ScaleDeployment), for the handler's fleet rolls and
 // sizes.
 //
+// # The kubelet's word on Secrets
+//
+// The operator may not read Secrets. A pod whose Secret of spec.tls or
+// spec.auth is missing or lacks a key shows only containers waiting in
+// ContainerCreating; the kubelet says why in a Warning Event FailedMount on
+// the pod. events.go caches those Events alone, selected by the API server
+// by field (involvedObject.kind=Pod,reason=FailedMount) and trimmed, indexed
+// by pod UID; MountFailure gives the newest one's message, and a change of
+// one queues the pod's Memcached (TestMountEventsSelectTheKubeletsFailedMounts,
+// TestNewestEvent, TestMountEventEnqueuesThePodsMemcached).
+//
 // # Reads without requests
 //
 // The SDK's client sends every read to the API server, at client-go 1.11's

@@ -23,7 +23,7 @@ import (
 // matches, trimmed by trimPod, indexed by namespace and by Memcached.
 func newPodInformer(kube kubernetes.Interface, namespace, selector string) cache.SharedIndexInformer {
 	pods := kube.CoreV1().Pods(namespace)
-	lw := trimmedListWatch(selector,
+	lw := trimmedListWatch(labelSelector(selector),
 		func(o metav1.ListOptions) (runtime.Object, error) { return pods.List(o) },
 		pods.Watch,
 		func(obj runtime.Object) {
@@ -45,19 +45,20 @@ func newTrimmedInformer(example runtime.Object, list func(metav1.ListOptions) (r
 	if trim == nil {
 		trim = func(runtime.Object) {}
 	}
-	lw := trimmedListWatch(memcached.ManagedSelector, list, watchFn, trim)
+	lw := trimmedListWatch(labelSelector(memcached.ManagedSelector), list, watchFn, trim)
 	return cache.NewSharedIndexInformer(lw, example, 0, cache.Indexers{
 		cache.NamespaceIndex: cache.MetaNamespaceIndexFunc,
 	})
 }
 
-// trimmedListWatch lists and watches the objects that selector matches with
-// list and watchFn, and passes each object it returns, in a list or a watch
-// event, to trim before the informer stores it.
-func trimmedListWatch(selector string, list func(metav1.ListOptions) (runtime.Object, error), watchFn func(metav1.ListOptions) (watch.Interface, error), trim func(runtime.Object)) *cache.ListWatch {
+// trimmedListWatch lists and watches, with list and watchFn, the objects
+// that the options selectWith sets select, and passes each object it
+// returns, in a list or a watch event, to trim before the informer stores
+// it.
+func trimmedListWatch(selectWith func(*metav1.ListOptions), list func(metav1.ListOptions) (runtime.Object, error), watchFn func(metav1.ListOptions) (watch.Interface, error), trim func(runtime.Object)) *cache.ListWatch {
 	return &cache.ListWatch{
 		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = selector
+			selectWith(&o)
 			l, err := list(o)
 			if err != nil {
 				return nil, err
@@ -69,7 +70,7 @@ func trimmedListWatch(selector string, list func(metav1.ListOptions) (runtime.Ob
 			return l, err
 		},
 		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = selector
+			selectWith(&o)
 			w, err := watchFn(o)
 			if err != nil {
 				return nil, err
@@ -82,10 +83,21 @@ func trimmedListWatch(selector string, list func(metav1.ListOptions) (runtime.Ob
 	}
 }
 
+// labelSelector selects the objects that the label selector s matches.
+func labelSelector(s string) func(*metav1.ListOptions) {
+	return func(o *metav1.ListOptions) { o.LabelSelector = s }
+}
+
+// fieldSelector selects the objects that the field selector s matches.
+func fieldSelector(s string) func(*metav1.ListOptions) {
+	return func(o *metav1.ListOptions) { o.FieldSelector = s }
+}
+
 // trimPod keeps what the status is computed from (see memcached.ComputeStatus):
-// the pod's name, labels, controller, template hash and deletion; its phase, its Ready
-// condition, a PodScheduled condition that is False, and of its containers'
-// states the reasons, messages and exit codes; and its IP, where the
+// the pod's name, UID, labels, controller, template hash and deletion; its
+// phase, its Ready and PodReadyToStartContainers conditions, a PodScheduled
+// condition that is False, and of its containers' states the reasons,
+// messages and exit codes; and its IP, where the
 // operator asks the pod's sidecar for its report (package sidecarpoll).
 // Two versions of a pod that differ only in what is dropped, such as its
 // binding to a node or its start time, then compare equal (see podChanged).
@@ -97,7 +109,7 @@ func trimPod(p *corev1.Pod) {
 	var conditions []corev1.PodCondition
 	for _, c := range p.Status.Conditions {
 		switch {
-		case c.Type == corev1.PodReady:
+		case c.Type == corev1.PodReady, c.Type == memcached.PodReadyToStartContainers:
 			conditions = append(conditions, corev1.PodCondition{Type: c.Type, Status: c.Status})
 		case c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse:
 			conditions = append(conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})

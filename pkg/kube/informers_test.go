@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 )
@@ -24,6 +25,14 @@ func TestTrimmedPodsGiveTheSameStatus(t *testing.T) {
 		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
 		Message: "0/3 nodes are available: 3 Insufficient memory.", LastTransitionTime: memcachedtest.Now,
 	})
+	// mounted is a pod whose volumes the kubelet mounted after FailedMount
+	// Events: its containers are being made.
+	mounted := memcachedtest.Starting(memcachedtest.NewPod(m, "example-g", corev1.PodPending, false), "memcached", memcached.SidecarName)
+	mounted.Status.Conditions[1].Status = corev1.ConditionTrue
+	mountFailures := map[types.UID]string{
+		"uid-example-f": memcachedtest.MissingSecret("tls", "example-tls"),
+		"uid-example-g": memcachedtest.MissingSecret("tls", "example-tls"),
+	}
 	full := []*corev1.Pod{
 		memcachedtest.NewPod(m, "example-a", corev1.PodRunning, true),
 		memcachedtest.WithContainers(memcachedtest.NewPod(m, "example-b", corev1.PodRunning, false), memcachedtest.CrashLooping("example-b", "10s", 1)),
@@ -32,6 +41,8 @@ func TestTrimmedPodsGiveTheSameStatus(t *testing.T) {
 			Name: "memcached", State: corev1.ContainerState{Terminated: &exited},
 		}),
 		unschedulable,
+		memcachedtest.Starting(memcachedtest.NewPod(m, "example-f", corev1.PodPending, false), "memcached", memcached.SidecarName),
+		mounted,
 	}
 	for _, p := range full {
 		p.GenerateName = "example-5d8f7c9b4-"
@@ -59,7 +70,7 @@ func TestTrimmedPodsGiveTheSameStatus(t *testing.T) {
 
 	current := memcachedtest.ManifestHash(t, m, memcachedtest.Image)
 	status := func(pods ...*corev1.Pod) v1alpha1.MemcachedStatus {
-		return memcached.ComputeStatus(m, memcached.Observation{Pods: pods, TemplateHash: current}, memcachedtest.Now)
+		return memcached.ComputeStatus(m, memcached.Observation{Pods: pods, TemplateHash: current, MountFailures: mountFailures}, memcachedtest.Now)
 	}
 	if got, want := status(trimmed...), status(full...); !reflect.DeepEqual(got, want) {
 		t.Errorf("status from trimmed pods:\n got %+v\nwant %+v", got, want)
@@ -245,6 +256,9 @@ func TestPodChanged(t *testing.T) {
 			p.Status.ContainerStatuses = []corev1.ContainerStatus{memcachedtest.Waiting("memcached", "ErrImagePull", "pull access denied")}
 		}, want: true},
 		{name: "being deleted", change: func(p *corev1.Pod) { p.DeletionTimestamp = &memcachedtest.Now }, want: true},
+		{name: "volumes mounted", change: func(p *corev1.Pod) {
+			p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: memcached.PodReadyToStartContainers, Status: corev1.ConditionTrue})
+		}, want: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -274,7 +288,7 @@ func TestTrimmedListWatchTrimsListsAndEvents(t *testing.T) {
 	// clientset's watch would share its objects with its tracker.
 	events := watch.NewFake()
 	var selectors []string
-	lw := trimmedListWatch("app=memcached",
+	lw := trimmedListWatch(labelSelector("app=memcached"),
 		func(o metav1.ListOptions) (runtime.Object, error) {
 			selectors = append(selectors, o.LabelSelector)
 			return pods.List(o)

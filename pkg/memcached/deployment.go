@@ -155,7 +155,6 @@ func PodSpec(m *v1alpha1.Memcached, defaultImage, sidecarImage string) corev1.Po
 				ContainerPort: memcachedPort,
 				Protocol:      corev1.ProtocolTCP,
 			}},
-			Env:             requiredSecretKeys(m),
 			VolumeMounts:    mounts,
 			Resources:       memcachedResources(m),
 			ReadinessProbe:  readiness,

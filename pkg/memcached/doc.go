@@ -38,10 +38,16 @@
 // drain.
 //
 // spec.tls and spec.auth name Secrets that the operator never reads
-// (security.go): the pods mount them, and the memcached container refers to
-// each key it needs through an environment value it never uses, so that a
-// missing Secret or key shows as the kubelet's CreateContainerConfigError,
-// which the status reports like any other pod failure. With spec.tls,
+// (security.go): the pods mount each as a volume that lists the keys
+// memcached reads and is not optional, so that the kubelet starts none of a
+// pod's containers before the Secret holds them all, and no Secret value is
+// in any environment (TestNoSecretInTheEnvironment). The kubelet tells a
+// missing Secret or key only in a FailedMount Event on the pod, whose
+// newest message per pod the operator's cache of those Events gives
+// (Observation.MountFailures): the status reports it as Degraded=True
+// FailedMount for a pod whose containers have not started
+// (TestDegradedCondition; TestMissingSecretDegraded and
+// TestRequiredTLSWithoutCADegraded on the real node). With spec.tls,
 // spec.auth or spec.monitoring the pods run a sidecar (pkg/sidecar) that
 // reloads certificates, makes memcached load a changed -Y file (the pods of
 // a Memcached with auth share one process namespace for its SIGHUP), serves

@@ -38,7 +38,8 @@ const (
 	sidecarMemoryLimit = "64Mi"
 	sidecarGoMemLimit  = "24MiB"
 	// tlsVolume and authVolume name the Secret volumes, mounted at tlsDir
-	// and authDir in both containers.
+	// and authDir in both containers; the kubelet's FailedMount Events
+	// name them.
 	tlsVolume  = "tls"
 	authVolume = "auth"
 	tlsDir     = "/etc/memcached/tls"
@@ -77,59 +78,57 @@ func securityArgs(m *v1alpha1.Memcached) []string {
 	return args
 }
 
-// requiredSecretKeys returns, for each Secret that m's pods mount, the keys
-// memcached needs, as environment variables of the memcached container.
-// Their values are never used: they are how the operator, which may not
-// read Secrets, makes the kubelet tell a missing Secret or key. The Secret
-// volumes are optional, so the kubelet starts the pod whatever the Secret
-// holds, and then refuses to start the memcached container with reason
-// CreateContainerConfigError and a message that names the Secret or the
-// key; the status reports that reason as Degraded, and the container waits
-// without crash-looping until the Secret is fixed. The memcached process
-// gains nothing it cannot already read from the mounted files.
-func requiredSecretKeys(m *v1alpha1.Memcached) []corev1.EnvVar {
-	var env []corev1.EnvVar
-	ref := func(name, secret, key string) {
-		env = append(env, corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{
-			SecretKeyRef: &corev1.SecretKeySelector{
-				LocalObjectReference: corev1.LocalObjectReference{Name: secret},
-				Key:                  key,
-			},
-		}})
-	}
-	if t := m.Spec.TLS; t != nil {
-		ref("REQUIRED_TLS_CRT", t.SecretName, tlsCertKey)
-		ref("REQUIRED_TLS_KEY", t.SecretName, tlsKeyKey)
-		if t.ClientCertificates == v1alpha1.ClientCertificatesRequired {
-			ref("REQUIRED_CA_CRT", t.SecretName, tlsCAKey)
-		}
-	}
-	if a := m.Spec.Auth; a != nil {
-		ref("REQUIRED_AUTH_PASSWORDS", a.SecretName, authFileKey)
-	}
-	return env
-}
-
-// secretVolumes are the pod's volumes of m's Secrets, and their mounts.
-// They are optional for the reason requiredSecretKeys gives.
+// secretVolumes are the pod's volumes of m's Secrets, and their mounts. Each
+// volume lists, as items, the keys that memcached reads (tlsKeys; the -Y
+// file), and is not optional: the kubelet then mounts it only once the
+// Secret exists with every one of them, and until then starts none of the pod's
+// containers, records a Warning Event FailedMount on the pod naming the
+// missing Secret or key, and retries with its back-off. The status reports
+// that Event (see Observation.MountFailures), since the operator may not
+// read Secrets and the pod's status only shows its containers waiting in
+// ContainerCreating. No Secret value is in any container's environment, and
+// no other key of the Secret is in the pod.
+//
+// The kubelet updates such a volume's files in place when the Secret
+// changes, as it does a whole Secret's (no subPath is used), which the
+// sidecar's certificate refresh and password reload rely on. The files
+// are readable by their owner, root, and the pod's fsGroup, which memcached
+// and the sidecar run in, and no one else (secretMode).
 func secretVolumes(m *v1alpha1.Memcached) ([]corev1.Volume, []corev1.VolumeMount) {
 	var volumes []corev1.Volume
 	var mounts []corev1.VolumeMount
-	add := func(name, secret, dir string) {
+	add := func(name, secret, dir string, keys []string) {
 		mode := int32(secretMode)
-		optional := true
+		required := false
+		items := make([]corev1.KeyToPath, 0, len(keys))
+		for _, k := range keys {
+			items = append(items, corev1.KeyToPath{Key: k, Path: k})
+		}
 		volumes = append(volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{
-			Secret: &corev1.SecretVolumeSource{SecretName: secret, DefaultMode: &mode, Optional: &optional},
+			Secret: &corev1.SecretVolumeSource{SecretName: secret, Items: items, DefaultMode: &mode, Optional: &required},
 		}})
 		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: dir, ReadOnly: true})
 	}
 	if t := m.Spec.TLS; t != nil {
-		add(tlsVolume, t.SecretName, tlsDir)
+		add(tlsVolume, t.SecretName, tlsDir, tlsKeys(t))
 	}
 	if a := m.Spec.Auth; a != nil {
-		add(authVolume, a.SecretName, authDir)
+		add(authVolume, a.SecretName, authDir, []string{authFileKey})
 	}
 	return volumes, mounts
+}
+
+// tlsKeys are the keys of t's Secret that memcached reads: the certificate
+// and its key, and the CA that signs clients when it requires client
+// certificates. Without that, memcached reads no CA, and ca.crt, which a
+// cert-manager Secret holds, is left out of the pod rather than mounted
+// for nothing.
+func tlsKeys(t *v1alpha1.MemcachedTLS) []string {
+	keys := []string{tlsCertKey, tlsKeyKey}
+	if t.ClientCertificates == v1alpha1.ClientCertificatesRequired {
+		keys = append(keys, tlsCAKey)
+	}
+	return keys
 }
 
 // needsSidecar reports whether m's pods run the sidecar: to refresh
@@ -145,8 +144,9 @@ func needsSidecar(m *v1alpha1.Memcached) bool {
 // does. Both containers run as memcachedUID, so the kernel lets the
 // sidecar signal memcached without a capability, and Pod Security
 // "restricted" allows the field. Each container then sees the other's
-// processes and, being the same user, can read memcached's environment,
-// whose Secret values (see requiredSecretKeys) the sidecar mounts anyway.
+// processes and, being the same user, can read their environment, which
+// holds no Secret value (see secretVolumes): the Secrets' files, which both
+// mount anyway, are the only copy in the pod.
 func sharesProcesses(m *v1alpha1.Memcached) bool {
 	return m.Spec.Auth != nil
 }

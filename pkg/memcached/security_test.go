@@ -21,9 +21,7 @@ var securityCases = []struct {
 	spec func(*v1alpha1.MemcachedSpec)
 	// wantArgs follow memcached's -v in the command.
 	wantArgs []string
-	// wantEnv are the names of the Secret keys the memcached container refers to.
-	wantEnv []string
-	// wantVolumes are name:secret of the pod's volumes.
+	// wantVolumes are name:secret:keys of the pod's volumes.
 	wantVolumes []string
 	// wantSidecarArgs is nil when the pod has no sidecar.
 	wantSidecarArgs []string
@@ -41,9 +39,18 @@ var securityCases = []struct {
 		name:            "TLS",
 		spec:            func(s *v1alpha1.MemcachedSpec) { s.TLS = &v1alpha1.MemcachedTLS{SecretName: "cert"} },
 		wantArgs:        []string{"-Z", "-o", "ssl_chain_cert=/etc/memcached/tls/tls.crt,ssl_key=/etc/memcached/tls/tls.key"},
-		wantEnv:         []string{"cert/tls.crt", "cert/tls.key"},
-		wantVolumes:     []string{"tls:cert"},
+		wantVolumes:     []string{"tls:cert:tls.crt,tls.key"},
 		wantSidecarArgs: []string{"--supervise", "--memcached=127.0.0.1:11211", "--tls-dir=/etc/memcached/tls", "--status-addr=:9150"},
+		wantPorts:       []string{"memcached"},
+	},
+	{
+		name: "TLS with client certificates",
+		spec: func(s *v1alpha1.MemcachedSpec) {
+			s.TLS = &v1alpha1.MemcachedTLS{SecretName: "cert", ClientCertificates: v1alpha1.ClientCertificatesRequired}
+		},
+		wantArgs:        []string{"-Z", "-o", "ssl_chain_cert=/etc/memcached/tls/tls.crt,ssl_key=/etc/memcached/tls/tls.key,ssl_ca_cert=/etc/memcached/tls/ca.crt,ssl_verify_mode=2"},
+		wantVolumes:     []string{"tls:cert:tls.crt,tls.key,ca.crt"},
+		wantSidecarArgs: []string{"--supervise", "--memcached=127.0.0.1:11211", "--tls-dir=/etc/memcached/tls", "--client-cert", "--status-addr=:9150"},
 		wantPorts:       []string{"memcached"},
 	},
 	{
@@ -55,8 +62,7 @@ var securityCases = []struct {
 		},
 		wantArgs: []string{"-Z", "-o", "ssl_chain_cert=/etc/memcached/tls/tls.crt,ssl_key=/etc/memcached/tls/tls.key,ssl_ca_cert=/etc/memcached/tls/ca.crt,ssl_verify_mode=2",
 			"-Y", "/etc/memcached/auth/passwords"},
-		wantEnv:         []string{"cert/tls.crt", "cert/tls.key", "cert/ca.crt", "users/passwords"},
-		wantVolumes:     []string{"tls:cert", "auth:users"},
+		wantVolumes:     []string{"tls:cert:tls.crt,tls.key,ca.crt", "auth:users:passwords"},
 		wantSidecarArgs: []string{"--supervise", "--memcached=127.0.0.1:11211", "--tls-dir=/etc/memcached/tls", "--client-cert", "--auth-file=/etc/memcached/auth/passwords", "--metrics-addr=:9150"},
 		wantPorts:       []string{"memcached", "metrics"},
 		wantShared:      true,
@@ -65,8 +71,7 @@ var securityCases = []struct {
 		name:            "auth only",
 		spec:            func(s *v1alpha1.MemcachedSpec) { s.Auth = &v1alpha1.MemcachedAuth{SecretName: "users"} },
 		wantArgs:        []string{"-Y", "/etc/memcached/auth/passwords"},
-		wantEnv:         []string{"users/passwords"},
-		wantVolumes:     []string{"auth:users"},
+		wantVolumes:     []string{"auth:users:passwords"},
 		wantSidecarArgs: []string{"--supervise", "--memcached=127.0.0.1:11211", "--auth-file=/etc/memcached/auth/passwords", "--status-addr=:9150"},
 		wantPorts:       []string{"memcached"},
 		wantShared:      true,
@@ -97,28 +102,31 @@ func TestPodOfTLSAuthAndMonitoring(t *testing.T) {
 			if got := mc.Command[i+1:]; !reflect.DeepEqual(got, tt.wantArgs) && len(got)+len(tt.wantArgs) > 0 {
 				t.Errorf("args after -v: got %q, want %q", got, tt.wantArgs)
 			}
-			var env []string
-			for _, e := range mc.Env {
-				if r := e.ValueFrom; r == nil || r.SecretKeyRef == nil {
-					t.Errorf("env %s: got %+v, want a Secret key reference", e.Name, e.ValueFrom)
-				} else {
-					env = append(env, r.SecretKeyRef.Name+"/"+r.SecretKeyRef.Key)
-				}
-			}
-			if !reflect.DeepEqual(env, tt.wantEnv) {
-				t.Errorf("env: got %v, want %v", env, tt.wantEnv)
-			}
 			var volumes []string
 			for _, v := range spec.Volumes {
 				s := v.Secret
-				if s == nil || s.Optional == nil || !*s.Optional || s.DefaultMode == nil || *s.DefaultMode != 0o440 {
-					t.Errorf("volume %s: got %+v, want an optional Secret readable by owner and group", v.Name, v.VolumeSource)
+				if s == nil || s.Optional == nil || *s.Optional || s.DefaultMode == nil || *s.DefaultMode != 0o440 {
+					t.Errorf("volume %s: got %+v, want a Secret that is not optional, readable by owner and group", v.Name, v.VolumeSource)
 					continue
 				}
-				volumes = append(volumes, v.Name+":"+s.SecretName)
+				var keys []string
+				for _, item := range s.Items {
+					if item.Path != item.Key || item.Mode != nil {
+						t.Errorf("volume %s: item %+v, want the key at its own path with the volume's mode", v.Name, item)
+					}
+					keys = append(keys, item.Key)
+				}
+				volumes = append(volumes, v.Name+":"+s.SecretName+":"+strings.Join(keys, ","))
 			}
 			if !reflect.DeepEqual(volumes, tt.wantVolumes) {
 				t.Errorf("volumes: got %v, want %v", volumes, tt.wantVolumes)
+			}
+			for _, c := range spec.Containers {
+				for _, mount := range c.VolumeMounts {
+					if mount.SubPath != "" || !mount.ReadOnly {
+						t.Errorf("container %s mounts %+v, want the whole volume read-only, which the kubelet updates in place", c.Name, mount)
+					}
+				}
 			}
 			if len(mc.VolumeMounts) != len(spec.Volumes) {
 				t.Errorf("memcached mounts %d volumes, want %d", len(mc.VolumeMounts), len(spec.Volumes))
@@ -223,6 +231,34 @@ func TestNoSecurityAddsNoPodFields(t *testing.T) {
 		if v, ok := containers[0].(map[string]interface{})[field]; ok {
 			t.Errorf("memcached container has %s %v", field, v)
 		}
+	}
+}
+
+// TestNoSecretInTheEnvironment checks that no container of any pod the
+// operator builds, for TLS, TLS that requires client certificates, auth,
+// monitoring and all of them, takes a Secret's value into its environment,
+// neither by a key reference nor whole: the Secrets reach the pod as files
+// only (see secretVolumes), since environment variables travel further,
+// into child processes, crash reports and the runtime's inspect output.
+func TestNoSecretInTheEnvironment(t *testing.T) {
+	for _, tt := range securityCases {
+		t.Run(tt.name, func(t *testing.T) {
+			m := memcachedtest.NewMemcached("example", 1)
+			tt.spec(&m.Spec)
+			spec := memcached.NewDeployment(m, memcachedtest.Image, memcachedtest.SidecarImage).Spec.Template.Spec
+			for _, c := range append(append([]corev1.Container{}, spec.InitContainers...), spec.Containers...) {
+				for _, e := range c.Env {
+					if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+						t.Errorf("container %s: env %s refers to Secret %s key %s", c.Name, e.Name, e.ValueFrom.SecretKeyRef.Name, e.ValueFrom.SecretKeyRef.Key)
+					}
+				}
+				for _, from := range c.EnvFrom {
+					if from.SecretRef != nil {
+						t.Errorf("container %s: envFrom Secret %s", c.Name, from.SecretRef.Name)
+					}
+				}
+			}
+		})
 	}
 }
 

@@ -99,7 +99,7 @@ func ValidateSpec(m *v1alpha1.Memcached) error {
 // server accepts in a pod, a known client-certificate mode, and no
 // protocol but ASCII with auth, since memcached exits when -Y meets a
 // binary or auto protocol. Whether the Secrets exist and hold their keys
-// is for the kubelet to tell (see requiredSecretKeys).
+// is for the kubelet to tell (see secretVolumes).
 func validateSecurity(m *v1alpha1.Memcached) error {
 	if t := m.Spec.TLS; t != nil {
 		if errs := validation.IsDNS1123Subdomain(t.SecretName); len(errs) > 0 {

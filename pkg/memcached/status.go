@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 const (
@@ -53,6 +54,13 @@ const (
 	// Progressing and Degraded conditions take it over, with the
 	// controller's message.
 	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
+	// ReasonFailedMount is the kubelet's reason for the Warning Event it
+	// records on a pod whose volume it cannot mount, such as a Secret of
+	// spec.tls or spec.auth that is missing or lacks a key memcached reads
+	// (see secretVolumes). The Degraded condition takes it over, with the
+	// Event's message, while none of the pod's containers has started (see
+	// Observation.MountFailures).
+	ReasonFailedMount = "FailedMount"
 )
 
 // reasonCrashLoopBackOff is the kubelet's waiting reason for a container
@@ -92,6 +100,16 @@ type Observation struct {
 	// Deployed is what m's own Deployment runs, nil without one; read only
 	// when Behind.
 	Deployed *Rollout
+	// MountFailures holds, by pod UID, the message of the newest Warning
+	// Event FailedMount that the kubelet recorded on the pod, as the
+	// operator's cache of those Events keeps them (see the kube package's
+	// CachedClient.MountFailure): a pod without an entry has none. The
+	// kubelet records one on every failed try, with its back-off, and the
+	// pod's status says nothing of it: its containers wait in
+	// ContainerCreating without a message. An Event outlives its cause, by
+	// up to an hour, so it counts only for a pod that the kubelet has not
+	// made ready to start its containers yet (see mountFailed).
+	MountFailures map[types.UID]string
 	// SidecarProblems are what the pods' sidecars last reported they could
 	// not make memcached do, as the operator polls them (package
 	// sidecarpoll): a pod without an entry has no problem, or has not
@@ -226,7 +244,7 @@ func stuck(t Rollout, o Observation, r rollout) (reason, message string, ok bool
 		if r.ready >= t.Size && (r.outdated == 0 || isOutdated(p, t.TemplateHash)) {
 			continue
 		}
-		if reason, message, failed := podFailed(p); failed {
+		if reason, message, failed := podFailed(p, o.MountFailures); failed {
 			return reason, message, true
 		}
 	}
@@ -434,10 +452,14 @@ func readyMessage(ready, size int32) string {
 }
 
 // podFailed reports whether p cannot become Ready without a change from
-// outside: the scheduler found no node for it, or one of its init containers
-// or containers failed (see containerFailed). The message names the pod and
-// the container, then gives the kubelet's detail or, without one, its reason.
-func podFailed(p *corev1.Pod) (reason, message string, failed bool) {
+// outside: the scheduler found no node for it, one of its init containers
+// or containers failed (see containerFailed), or the kubelet cannot mount
+// one of its volumes (see mountFailed), whose newest FailedMount message
+// mountFailures holds by pod UID. The message names the pod, then the
+// container and the kubelet's detail or, without one, its reason; for a
+// volume, the kubelet's message, which names the volume and the missing
+// Secret or key.
+func podFailed(p *corev1.Pod, mountFailures map[types.UID]string) (reason, message string, failed bool) {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
 			return c.Reason, fmt.Sprintf("pod %s: %s", p.Name, c.Message), true
@@ -453,7 +475,38 @@ func podFailed(p *corev1.Pod) (reason, message string, failed bool) {
 			}
 		}
 	}
+	if msg, ok := mountFailures[p.UID]; ok && mountFailed(p) {
+		return ReasonFailedMount, fmt.Sprintf("pod %s: %s", p.Name, msg), true
+	}
 	return "", "", false
+}
+
+// PodReadyToStartContainers is the kubelet's pod condition that turns True
+// once it has mounted the pod's volumes and made its sandbox (GA in
+// Kubernetes 1.37; client-go 1.11 has no constant for it). The operator's
+// pod cache keeps it (see mountFailed).
+const PodReadyToStartContainers corev1.PodConditionType = "PodReadyToStartContainers"
+
+// mountFailed reports whether p's FailedMount Event, if it has one, still
+// tells why p cannot start: none of its containers has started (each waits,
+// and none has terminated before), and the kubelet has not reported it
+// ready to start them, which it does only once every volume is mounted.
+// An Event from before a Secret was fixed then stops counting as soon as
+// the kubelet mounts it, not only once the containers run.
+func mountFailed(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == PodReadyToStartContainers && c.Status == corev1.ConditionTrue {
+			return false
+		}
+	}
+	for _, statuses := range [][]corev1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
+		for _, s := range statuses {
+			if s.State.Waiting == nil || s.LastTerminationState.Terminated != nil {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // containerFailed reports whether the container of status s has failed: it

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func TestComputeStatus(t *testing.T) {
@@ -114,6 +115,14 @@ func TestDegradedCondition(t *testing.T) {
 		Name:  "memcached",
 		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}},
 	}
+	// mounted is a pod whose volumes the kubelet mounted after FailedMount
+	// Events: it made the pod's sandbox, and pulls the images.
+	mounted := memcachedtest.Starting(pending("example-a"), "memcached")
+	mounted.Status.Conditions[1].Status = corev1.ConditionTrue
+	// restarting is a container that ran, exited cleanly and is being made
+	// again.
+	restarting := memcachedtest.Waiting("memcached", "ContainerCreating", "")
+	restarting.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}
 	const crashLoopMessage = "container memcached: back-off restarting failed container that exited with code 64 (Error): " +
 		"Cannot set item size limit higher than 1/2 of memory max."
 	refresh := func(pod string) memcached.SidecarProblem {
@@ -125,10 +134,60 @@ func TestDegradedCondition(t *testing.T) {
 		pods []*corev1.Pod
 		// problems are what the pods' sidecars report.
 		problems []memcached.SidecarProblem
-		status   corev1.ConditionStatus
-		reason   string
-		message  string
+		// mounts are the pods' newest FailedMount messages, by pod UID.
+		mounts  map[types.UID]string
+		status  corev1.ConditionStatus
+		reason  string
+		message string
 	}{
+		{
+			name: "a Secret the kubelet cannot mount",
+			size: 1, pods: []*corev1.Pod{memcachedtest.Starting(pending("example-a"), "memcached", memcached.SidecarName)},
+			mounts: map[types.UID]string{"uid-example-a": memcachedtest.MissingSecret("tls", "cert")},
+			status: corev1.ConditionTrue, reason: memcached.ReasonFailedMount,
+			message: `pod example-a: MountVolume.SetUp failed for volume "tls" : secret "cert" not found`,
+		},
+		{
+			name: "a key the Secret lacks, before the kubelet reported any container",
+			size: 1, pods: []*corev1.Pod{pending("example-a")},
+			mounts: map[types.UID]string{"uid-example-a": memcachedtest.MissingSecretKey("tls", "ca.crt")},
+			status: corev1.ConditionTrue, reason: memcached.ReasonFailedMount,
+			message: `pod example-a: MountVolume.SetUp failed for volume "tls" : references non-existent secret key: ca.crt`,
+		},
+		{
+			name: "the first pod by name that cannot mount",
+			size: 2, pods: []*corev1.Pod{memcachedtest.Starting(pending("example-b"), "memcached"), memcachedtest.Starting(pending("example-a"), "memcached")},
+			mounts: map[types.UID]string{
+				"uid-example-a": memcachedtest.MissingSecretKey("auth", "passwords"),
+				"uid-example-b": memcachedtest.MissingSecret("auth", "users"),
+			},
+			status: corev1.ConditionTrue, reason: memcached.ReasonFailedMount,
+			message: `pod example-a: MountVolume.SetUp failed for volume "auth" : references non-existent secret key: passwords`,
+		},
+		{
+			name: "an Event from before the kubelet mounted the volumes is history",
+			size: 1, pods: []*corev1.Pod{mounted},
+			mounts: map[types.UID]string{"uid-example-a": memcachedtest.MissingSecret("tls", "cert")},
+			status: corev1.ConditionFalse, reason: memcached.ReasonPodsStarting, message: "0/1 pods ready",
+		},
+		{
+			name: "an Event of a pod whose containers run is history",
+			size: 1, pods: []*corev1.Pod{ready("example-a")},
+			mounts: map[types.UID]string{"uid-example-a": memcachedtest.MissingSecret("tls", "cert")},
+			status: corev1.ConditionFalse, reason: memcached.ReasonAsExpected,
+		},
+		{
+			name: "an Event of a pod whose containers ran before is history",
+			size: 1, pods: []*corev1.Pod{memcachedtest.WithContainers(running("example-a"), restarting)},
+			mounts: map[types.UID]string{"uid-example-a": memcachedtest.MissingSecret("tls", "cert")},
+			status: corev1.ConditionFalse, reason: memcached.ReasonPodsStarting, message: "0/1 pods ready",
+		},
+		{
+			name: "an Event of another pod, of the same name before, is not this pod's",
+			size: 1, pods: []*corev1.Pod{memcachedtest.Starting(pending("example-a"), "memcached")},
+			mounts: map[types.UID]string{"uid-example-gone": memcachedtest.MissingSecret("tls", "cert")},
+			status: corev1.ConditionFalse, reason: memcached.ReasonPodsStarting, message: "0/1 pods ready",
+		},
 		{
 			name: "a sidecar's problem while all are ready",
 			size: 2, pods: []*corev1.Pod{ready("example-a"), ready("example-b")},
@@ -273,7 +332,7 @@ func TestDegradedCondition(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			m := memcachedtest.NewMemcached("example", tt.size)
 
-			got := memcached.DegradedCondition(m, memcached.Observation{Pods: tt.pods, SidecarProblems: tt.problems})
+			got := memcached.DegradedCondition(m, memcached.Observation{Pods: tt.pods, SidecarProblems: tt.problems, MountFailures: tt.mounts})
 
 			want := memcached.NewCondition(v1alpha1.MemcachedDegraded, tt.status, tt.reason, tt.message)
 			if !reflect.DeepEqual(got, want) {

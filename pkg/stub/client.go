@@ -69,4 +69,9 @@ type Client interface {
 	// ListPods returns the pods of the Memcached namespace/name, those with
 	// its labels (memcached.Labels), which the caller must not modify.
 	ListPods(namespace, name string) ([]*corev1.Pod, error)
+	// MountFailure returns the message of the newest FailedMount Event
+	// that the kubelet recorded on the pod of uid, or "" without one (see
+	// kube.CachedClient.MountFailure): the kubelet's only word on a Secret
+	// that is missing or lacks a key, which the operator may not read.
+	MountFailure(uid types.UID) string
 }

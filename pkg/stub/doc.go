@@ -138,4 +138,15 @@
 // condition and records a Warning Event when it is first written, with no
 // retry, since no step failed (TestReportsSidecarProblems). Why a poll, and
 // not a probe or the sidecar's container state, is in package sidecarpoll.
+//
+// # What the kubelet reports in Events alone
+//
+// A Secret of spec.tls or spec.auth that is missing or lacks a key keeps
+// the kubelet from mounting it, and the pod's status shows only containers
+// waiting in ContainerCreating. The reconcile reads the message of each
+// pod's newest FailedMount Event from the client (Client.MountFailure,
+// package kube's cache of those Events, which queues the pod's Memcached
+// when one changes) into memcached.Observation.MountFailures, which the
+// Degraded condition reports like any pod failure, with no Event of the
+// operator's: the kubelet's is there (TestReportsASecretTheKubeletCannotMount).
 package stub

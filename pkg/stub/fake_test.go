@@ -30,6 +30,9 @@ type fakeClient struct {
 	services    map[string]*corev1.Service
 	pdbs        map[string]*policyv1beta1.PodDisruptionBudget
 	pods        []*corev1.Pod
+	// mountFailures are the messages of the pods' newest FailedMount
+	// Events, by pod UID, as the cache of Events shows them.
+	mountFailures map[types.UID]string
 	// serviceMonitors are served only with serviceMonitorsServed.
 	serviceMonitors       map[string]*unstructured.Unstructured
 	serviceMonitorsServed bool
@@ -465,6 +468,11 @@ func (f *fakeClient) ListPods(namespace, name string) ([]*corev1.Pod, error) {
 		}
 	}
 	return out, nil
+}
+
+// MountFailure is a cache read, which records no action.
+func (f *fakeClient) MountFailure(uid types.UID) string {
+	return f.mountFailures[uid]
 }
 
 // checkActions fails t with the actions that were expected but missing and

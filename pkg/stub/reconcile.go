@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 const (
@@ -365,6 +366,14 @@ func (h *Handler) desiredStatus(m *v1alpha1.Memcached, want *desiredDeployment, 
 		o.DeploymentConditions = d.Status.Conditions
 		if !applied {
 			o.Deployed = &memcached.Rollout{Size: replicas(d), TemplateHash: memcached.TemplateOf(d)}
+		}
+	}
+	for _, p := range pods {
+		if msg := h.client.MountFailure(p.UID); msg != "" {
+			if o.MountFailures == nil {
+				o.MountFailures = map[types.UID]string{}
+			}
+			o.MountFailures[p.UID] = msg
 		}
 	}
 	if h.sidecars != nil {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/example-inc/memcached-operator/test/framework"
 )
@@ -80,8 +81,14 @@ func waitServing(t *testing.T, name string, size int) framework.Observed {
 // waitServingIn is waitServing in k's namespace.
 func waitServingIn(t *testing.T, k framework.Kubectl, name string, size int) framework.Observed {
 	t.Helper()
+	return waitServingWithin(t, k, name, size, readyTimeout)
+}
+
+// waitServingWithin is waitServingIn with a deadline of timeout.
+func waitServingWithin(t *testing.T, k framework.Kubectl, name string, size int, timeout time.Duration) framework.Observed {
+	t.Helper()
 	var o framework.Observed
-	err := framework.Eventually(context.Background(), readyTimeout, fmt.Sprintf("memcached %s to serve with %d Ready pods", name, size), func(ctx context.Context) error {
+	err := framework.Eventually(context.Background(), timeout, fmt.Sprintf("memcached %s to serve with %d Ready pods", name, size), func(ctx context.Context) error {
 		var err error
 		if o, err = framework.Observe(ctx, k, name); err != nil {
 			return err

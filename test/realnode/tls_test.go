@@ -44,6 +44,14 @@ const (
 	// sidecar may take to make memcached serve them: its 1 s check, a
 	// refresh_certs and a confirming handshake.
 	sidecarShare = 3 * time.Second
+	// mountBackoff is the kubelet's longest wait between two tries to
+	// mount a pod's volume (its exponential back-off, from 500 ms up to
+	// 2m2s, which does not start over when the error changes): a Secret
+	// created or fixed while a pod's mount fails reaches the pod, and its
+	// status, at the kubelet's next try. A wait for that gets it on top of
+	// readyTimeout, so that it never depends on how long the mount had
+	// been failing, nor on the machine's speed.
+	mountBackoff = 2*time.Minute + 2*time.Second
 )
 
 // testCA is a certificate authority that signs the tests' certificates.
@@ -441,10 +449,12 @@ monitoring: {enabled: true}`)
 
 // TestMissingSecretDegraded creates a Memcached with TLS whose Secret is
 // missing, then one without tls.key, then complete, and checks that the
-// status says Degraded=True with the kubelet's CreateContainerConfigError
-// and the Secret's or key's name, that the kubelet records a Warning Event,
-// and that memcached never starts, so never crash-loops, until the Secret is
-// complete; then it serves.
+// status says Degraded=True FailedMount with the kubelet's message naming
+// the Secret, then the key, that the kubelet records a Warning Event
+// FailedMount naming it, and that memcached never starts, so never
+// crash-loops, until the Secret is complete; then it serves. The operator
+// reads no Secret: it learns why from the kubelet's Event (see
+// pkg/kube/events.go).
 func TestMissingSecretDegraded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -455,12 +465,12 @@ func TestMissingSecretDegraded(t *testing.T) {
 	ca := newTestCA(t)
 	certPEM, keyPEM, _ := ca.issue(t, 1)
 	applySecret(t, admin, secret, "Opaque", map[string][]byte{"tls.crt": certPEM})
-	waitSecretDegraded(t, name, "couldn't find key tls.key")
+	waitSecretDegraded(t, name, "non-existent secret key: tls.key")
 
 	// Opaque still: a Secret's type cannot change, and the API server
 	// refuses a kubernetes.io/tls Secret without tls.key.
 	applySecret(t, admin, secret, "Opaque", map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM})
-	o := waitServing(t, name, 1)
+	o := waitServingWithin(t, admin, name, 1, readyTimeout+mountBackoff)
 	addr, err := podAddr(o, o.Memcached.Status.Nodes[0])
 	if err != nil {
 		t.Fatal(err)
@@ -479,8 +489,8 @@ func TestMissingSecretDegraded(t *testing.T) {
 // TestRequiredTLSWithoutCADegraded: with clientCertificates Required, a
 // Secret that has tls.crt and tls.key but no ca.crt passes the CRD, which
 // cannot see Secrets, and is reported as the kubelet reports any missing key:
-// Degraded=True, CreateContainerConfigError naming ca.crt, memcached never
-// started. With ca.crt added, the pod starts and becomes Ready.
+// Degraded=True, FailedMount naming ca.crt, memcached never started. With
+// ca.crt added, the pod starts and becomes Ready.
 func TestRequiredTLSWithoutCADegraded(t *testing.T) {
 	t.Parallel()
 	const name, secret = "required-no-ca", "required-no-ca-tls"
@@ -488,26 +498,28 @@ func TestRequiredTLSWithoutCADegraded(t *testing.T) {
 	certPEM, keyPEM, _ := ca.issue(t, 1)
 	applySecret(t, admin, secret, "Opaque", map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM})
 	applyMemcachedSpec(t, admin, name, "size: 1\ntls: {secretName: "+secret+", clientCertificates: Required}")
-	waitSecretDegraded(t, name, "couldn't find key ca.crt")
+	waitSecretDegraded(t, name, "non-existent secret key: ca.crt")
 	applySecret(t, admin, secret, "Opaque", map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM, "ca.crt": ca.pem})
-	o := waitServing(t, name, 1)
+	o := waitServingWithin(t, admin, name, 1, readyTimeout+mountBackoff)
 	t.Logf("Ready once the Secret has ca.crt; restarts %v", restartCounts(o))
 }
 
-// waitSecretDegraded waits until Memcached name says Degraded=True with the
-// kubelet's CreateContainerConfigError and a message holding want, then
-// checks that its containers never started and that a Warning Event about a
-// pod names want too.
+// waitSecretDegraded waits until Memcached name says Degraded=True with
+// reason FailedMount and a message holding want, the kubelet's, which
+// comes at its next try of the mount (see mountBackoff), then
+// checks that none of its containers ever started (each waits, none
+// restarted) and that a Warning Event FailedMount about a pod names want
+// too.
 func waitSecretDegraded(t *testing.T, name, want string) {
 	t.Helper()
 	ctx := context.Background()
-	err := framework.Eventually(ctx, readyTimeout, "Degraded=True CreateContainerConfigError naming "+want, func(ctx context.Context) error {
+	err := framework.Eventually(ctx, readyTimeout+mountBackoff, "Degraded=True FailedMount naming "+want, func(ctx context.Context) error {
 		m, err := getMemcached(ctx, admin, name)
 		if err != nil {
 			return err
 		}
 		c := m.Condition("Degraded")
-		if c == nil || c.Status != "True" || c.Reason != "CreateContainerConfigError" || !strings.Contains(c.Message, want) {
+		if c == nil || c.Status != "True" || c.Reason != "FailedMount" || !strings.Contains(c.Message, want) {
 			return fmt.Errorf("condition Degraded = %+v", c)
 		}
 		t.Logf("Degraded=True %s: %s", c.Reason, c.Message)
@@ -525,15 +537,22 @@ func waitSecretDegraded(t *testing.T, name, want string) {
 			t.Errorf("container %s restarted %d times, want it never started", key, n)
 		}
 	}
-	// The kubelet sends its Events apart from the pod's status, which
-	// reached the Memcached by another path: either may come first.
-	err = framework.Eventually(ctx, readyTimeout, "a Warning Event of the kubelet naming "+want, func(ctx context.Context) error {
+	for _, p := range o.Pods {
+		for _, c := range p.Status.ContainerStatuses {
+			if c.State.Running != nil || c.ContainerID != "" {
+				t.Errorf("pod %s: container %s started (%s), want it never started", p.Metadata.Name, c.Name, c.ContainerID)
+			}
+		}
+	}
+	// The status was computed from the same Event; it reached the
+	// Memcached by the operator's watch, and kubectl reads it now.
+	err = framework.Eventually(ctx, readyTimeout, "a Warning Event FailedMount of the kubelet naming "+want, func(ctx context.Context) error {
 		var events struct {
 			Items []struct {
 				Type, Reason, Message string
 			} `json:"items"`
 		}
-		if err := admin.GetJSON(ctx, &events, "events", "--field-selector", "type=Warning,involvedObject.kind=Pod"); err != nil {
+		if err := admin.GetJSON(ctx, &events, "events", "--field-selector", "type=Warning,involvedObject.kind=Pod,reason=FailedMount"); err != nil {
 			return err
 		}
 		for _, e := range events.Items {
@@ -541,7 +560,7 @@ func waitSecretDegraded(t *testing.T, name, want string) {
 				return nil
 			}
 		}
-		return fmt.Errorf("no Warning Event names %s: %+v", want, events.Items)
+		return fmt.Errorf("no Warning Event FailedMount names %s: %+v", want, events.Items)
 	})
 	if err != nil {
 		t.Error(err)

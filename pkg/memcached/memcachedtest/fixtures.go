@@ -65,7 +65,7 @@ func NewPod(m *v1alpha1.Memcached, name string, phase corev1.PodPhase, ready boo
 	controller := true
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: name, Namespace: m.Namespace, Labels: labels,
+			Name: name, Namespace: m.Namespace, UID: types.UID("uid-" + name), Labels: labels,
 			Annotations: map[string]string{memcached.TemplateHashAnnotation: CurrentHash(m)},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: "apps/v1", Kind: "ReplicaSet", Name: m.Name + "-" + PodTemplateHash, UID: "uid-replicaset", Controller: &controller,
@@ -111,6 +111,51 @@ func Waiting(name, reason, message string) corev1.ContainerStatus {
 	return corev1.ContainerStatus{
 		Name:  name,
 		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: message}},
+	}
+}
+
+// Starting is p as the kubelet reports it while it cannot mount p's volumes:
+// Pending, every container waiting in ContainerCreating without a message,
+// and not ready to start containers.
+func Starting(p *corev1.Pod, containers ...string) *corev1.Pod {
+	p.Status.Phase = corev1.PodPending
+	p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: memcached.PodReadyToStartContainers, Status: corev1.ConditionFalse})
+	for _, c := range containers {
+		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, Waiting(c, "ContainerCreating", ""))
+	}
+	return p
+}
+
+// MissingSecret is the kubelet's message, in its FailedMount Event, of a
+// Secret volume whose Secret does not exist.
+func MissingSecret(volume, secret string) string {
+	return fmt.Sprintf("MountVolume.SetUp failed for volume %q : secret %q not found", volume, secret)
+}
+
+// MissingSecretKey is the kubelet's message, in its FailedMount Event, of
+// a Secret volume whose Secret lacks a key that the volume lists.
+func MissingSecretKey(volume, key string) string {
+	return fmt.Sprintf("MountVolume.SetUp failed for volume %q : references non-existent secret key: %s", volume, key)
+}
+
+// FailedMountEvent is the Warning Event FailedMount that the kubelet
+// records on p with message, first at first and, after count tries, last
+// at last, named as the kubelet's recorder names it: after p and the
+// nanosecond it made it, in hexadecimal.
+func FailedMountEvent(p *corev1.Pod, message string, count int32, first, last time.Time) *corev1.Event {
+	return &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: fmt.Sprintf("%s.%x", p.Name, first.UnixNano()), Namespace: p.Namespace, UID: types.UID(fmt.Sprintf("uid-event-%x", first.UnixNano())),
+			ResourceVersion: "7", CreationTimestamp: metav1.NewTime(first),
+		},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: p.Namespace, Name: p.Name, UID: p.UID, APIVersion: "v1", ResourceVersion: "3"},
+		Reason:         memcached.ReasonFailedMount,
+		Message:        message,
+		Source:         corev1.EventSource{Component: "kubelet", Host: "node-1"},
+		FirstTimestamp: metav1.NewTime(first),
+		LastTimestamp:  metav1.NewTime(last),
+		Count:          count,
+		Type:           corev1.EventTypeWarning,
 	}
 }
 

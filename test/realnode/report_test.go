@@ -44,22 +44,8 @@ func TestRefreshFailureInStatus(t *testing.T) {
 	start := time.Now()
 	var degraded *framework.Condition
 	err = framework.Eventually(ctx, reportBudget, "Degraded=True CertificateRefreshFailed naming pod "+pod, func(ctx context.Context) error {
-		m, err := getMemcached(ctx, admin, name)
-		if err != nil {
-			return err
-		}
-		c := m.Condition("Degraded")
-		if c == nil || c.Status != "True" || c.Reason != "CertificateRefreshFailed" {
-			return fmt.Errorf("condition Degraded = %+v", c)
-		}
-		if !strings.Contains(c.Message, "pod "+pod+":") || !strings.Contains(c.Message, "private key does not match public key") {
-			return fmt.Errorf("Degraded's message %q names neither the pod nor the mismatch", c.Message)
-		}
-		if a := m.Condition("Available"); a == nil || a.Status != "True" {
-			return fmt.Errorf("condition Available = %+v, want True: memcached serves", a)
-		}
-		degraded = c
-		return nil
+		degraded, err = sidecarDegraded(ctx, name, "CertificateRefreshFailed", "pod "+pod+":", "private key does not match public key")
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -168,16 +154,8 @@ func TestMalformedPasswordsInStatus(t *testing.T) {
 	start := time.Now()
 	var degraded *framework.Condition
 	err = framework.Eventually(ctx, reportBudget, "Degraded=True AuthReloadFailed naming pod "+pod, func(ctx context.Context) error {
-		m, err := getMemcached(ctx, admin, name)
-		if err != nil {
-			return err
-		}
-		c := m.Condition("Degraded")
-		if c == nil || c.Status != "True" || c.Reason != "AuthReloadFailed" || !strings.Contains(c.Message, "pod "+pod+":") || !strings.Contains(c.Message, "line 2 is not user:password") {
-			return fmt.Errorf("condition Degraded = %+v", c)
-		}
-		degraded = c
-		return nil
+		degraded, err = sidecarDegraded(ctx, name, "AuthReloadFailed", "pod "+pod+":", "line 2 is not user:password")
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -208,4 +186,28 @@ func TestMalformedPasswordsInStatus(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// sidecarDegraded returns Memcached name's Degraded condition once it is True
+// with reason and a message that holds each of wants, while Available stays
+// True: what a sidecar reports never takes a serving memcached out of the
+// count. Otherwise it returns the error that says what differs.
+func sidecarDegraded(ctx context.Context, name, reason string, wants ...string) (*framework.Condition, error) {
+	m, err := getMemcached(ctx, admin, name)
+	if err != nil {
+		return nil, err
+	}
+	c := m.Condition("Degraded")
+	if c == nil || c.Status != "True" || c.Reason != reason {
+		return nil, fmt.Errorf("condition Degraded = %+v, want True %s", c, reason)
+	}
+	for _, want := range wants {
+		if !strings.Contains(c.Message, want) {
+			return nil, fmt.Errorf("Degraded's message %q does not say %q", c.Message, want)
+		}
+	}
+	if a := m.Condition("Available"); a == nil || a.Status != "True" {
+		return nil, fmt.Errorf("condition Available = %+v, want True: memcached serves", a)
+	}
+	return c, nil
 }

@@ -131,19 +131,8 @@ func crashLoopTheSidecar(t *testing.T, name, spec string) {
 			report.Worker == nil || report.Worker.Restarts < workerKills-1 || report.Worker.LastExit != "signal: killed" {
 			return fmt.Errorf("the sidecar's report: %+v, worker %+v", report.Problems, report.Worker)
 		}
-		m, err := getMemcached(ctx, admin, name)
-		if err != nil {
-			return err
-		}
-		c := m.Condition("Degraded")
-		if c == nil || c.Status != "True" || c.Reason != "SidecarFailing" || !strings.Contains(c.Message, "pod "+podName+": sidecar: ") || !strings.Contains(c.Message, "signal: killed") {
-			return fmt.Errorf("condition Degraded = %+v", c)
-		}
-		if a := m.Condition("Available"); a == nil || a.Status != "True" {
-			return fmt.Errorf("condition Available = %+v, want True: memcached serves", a)
-		}
-		degraded = c
-		return nil
+		degraded, err = sidecarDegraded(ctx, name, "SidecarFailing", "pod "+podName+": sidecar: ", "signal: killed")
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -108,10 +108,14 @@ func (s Scope) Single() (string, bool) {
 	return "", false
 }
 
-// String names s for the log: "all namespaces", or the namespaces.
+// String names s for the log: "all namespaces", "namespace a" or
+// "namespaces a,b".
 func (s Scope) String() string {
-	if s.All() {
+	switch len(s.namespaces) {
+	case 0:
 		return "all namespaces"
+	case 1:
+		return "namespace " + s.namespaces[0]
 	}
 	return "namespaces " + strings.Join(s.namespaces, ",")
 }

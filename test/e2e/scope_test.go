@@ -47,14 +47,15 @@ func TestOneOperatorThreeNamespaces(t *testing.T) {
 	}
 
 	ok := t.Run("scale, drift and delete in three namespaces", func(t *testing.T) {
+		a, b, c := a.withT(t), b.withT(t), c.withT(t)
 		a.scale("cache", 3)
 		gen := before[b.name].Deployment.Metadata.Generation
 		b.run("scale", "deployment/cache", "--replicas=5")
 		c.run("delete", "memcached", "cache", "--wait=true")
 
-		a.withT(t).waitConverged("cache", 3)
+		a.waitConverged("cache", 3)
 		// The edit and the operator's restore each bump the Deployment's generation.
-		b.withT(t).eventually("the operator to restore replicas 2 after the edit to 5", func(ctx context.Context) error {
+		b.eventually("the operator to restore replicas 2 after the edit to 5", func(ctx context.Context) error {
 			o, err := framework.Observe(ctx, b.kubectl, "cache")
 			if err != nil {
 				return err
@@ -64,7 +65,7 @@ func TestOneOperatorThreeNamespaces(t *testing.T) {
 			}
 			return framework.Converged(o, 2)
 		})
-		c.withT(t).eventually("deployment cache to be collected in "+c.name, func(ctx context.Context) error {
+		c.eventually("deployment cache to be collected in "+c.name, func(ctx context.Context) error {
 			out, err := c.kubectl.Run(ctx, "get", "deployment", "cache", "--ignore-not-found", "-o", "name")
 			if err != nil {
 				return err
@@ -79,6 +80,7 @@ func TestOneOperatorThreeNamespaces(t *testing.T) {
 		return
 	}
 	ok = t.Run("a namespace deleted with its Memcached leaves the others served", func(t *testing.T) {
+		a, b := a.withT(t), b.withT(t)
 		b.run("delete", "memcached", "cache", "--wait=false")
 		op.withT(t).eventually("namespace "+b.name+" to be deleted with its Memcached", func(ctx context.Context) error {
 			if _, err := cluster.Kubectl().Run(ctx, "delete", "namespace", b.name, "--wait=false", "--ignore-not-found"); err != nil {
@@ -94,7 +96,7 @@ func TestOneOperatorThreeNamespaces(t *testing.T) {
 			return nil
 		})
 		a.scale("cache", 1)
-		if o := a.withT(t).waitConverged("cache", 1); o.Deployment.Metadata.UID != before[a.name].Deployment.Metadata.UID {
+		if o := a.waitConverged("cache", 1); o.Deployment.Metadata.UID != before[a.name].Deployment.Metadata.UID {
 			t.Errorf("deployment %s/cache was replaced", a.name)
 		}
 		if !op.operator.Running() {

@@ -10,6 +10,11 @@ REPLACES ?= 0.0.1
 IMG ?= quay.io/example/memcached-operator:v$(VERSION)
 # NAMESPACE is where `make deploy` and `make run` put and watch the operator.
 NAMESPACE ?= default
+# SCOPE is what `make deploy` and `make undeploy` install: namespace, the guide's operator
+# that watches NAMESPACE with deploy/rbac.yaml's Role; or cluster, one operator in NAMESPACE
+# that watches every namespace (WATCH_NAMESPACE="") with deploy/cluster/'s ClusterRole,
+# its Lease in NAMESPACE alone.
+SCOPE ?= namespace
 # KUBECONFIG is the cluster that `make run`, `make deploy` and `make undeploy` talk to.
 KUBECONFIG ?= $(HOME)/.kube/config
 # MEMCACHED_IMAGE, when set, is the memcached image that `make deploy` and `make run`
@@ -125,10 +130,25 @@ images: ## Build the real node's images (pause, memcached, the operator per rele
 
 ##@ Deploy
 
+# SCOPE_RBAC is the RBAC of SCOPE that `make deploy` applies from DEPLOY_DIR and deploy/.
+ifeq ($(SCOPE),namespace)
+SCOPE_RBAC = -f deploy/rbac.yaml
+else ifeq ($(SCOPE),cluster)
+SCOPE_RBAC = -f deploy/cluster/cluster-role.yaml -f $(DEPLOY_DIR)/cluster-role-binding.yaml -f deploy/cluster/leader-election.yaml
+else
+$(error SCOPE=$(SCOPE): want namespace or cluster)
+endif
+
 .PHONY: deploy
-deploy: ## Apply deploy/ to KUBECONFIG with the operator image IMG (and MEMCACHED_IMAGE, SIDECAR_IMAGE, if set).
+deploy: ## Apply deploy/ to KUBECONFIG with the operator image IMG (and MEMCACHED_IMAGE, SIDECAR_IMAGE, if set); SCOPE=cluster watches every namespace, with deploy/cluster/'s ClusterRole.
 	@mkdir -p $(DEPLOY_DIR)
 	tmp/build/render-operator.sh "$(IMG)" > $(DEPLOY_DIR)/operator.yaml
+	if [[ "$(SCOPE)" == cluster ]]; then \
+		kubectl set env --local -f $(DEPLOY_DIR)/operator.yaml -c memcached-operator WATCH_NAMESPACE= -o yaml > $(DEPLOY_DIR)/operator.env.yaml; \
+		mv -f $(DEPLOY_DIR)/operator.env.yaml $(DEPLOY_DIR)/operator.yaml; \
+		sed 's/^    namespace: default$$/    namespace: $(NAMESPACE)/' deploy/cluster/cluster-role-binding.yaml > $(DEPLOY_DIR)/cluster-role-binding.yaml; \
+		grep -q '^    namespace: $(NAMESPACE)$$' $(DEPLOY_DIR)/cluster-role-binding.yaml; \
+	fi
 	if [[ -n "$(MEMCACHED_IMAGE)" ]]; then \
 		kubectl set env --local -f $(DEPLOY_DIR)/operator.yaml -c memcached-operator MEMCACHED_IMAGE="$(MEMCACHED_IMAGE)" -o yaml > $(DEPLOY_DIR)/operator.env.yaml; \
 		mv -f $(DEPLOY_DIR)/operator.env.yaml $(DEPLOY_DIR)/operator.yaml; \
@@ -138,11 +158,11 @@ deploy: ## Apply deploy/ to KUBECONFIG with the operator image IMG (and MEMCACHE
 		mv -f $(DEPLOY_DIR)/operator.env.yaml $(DEPLOY_DIR)/operator.yaml; \
 	fi
 	KUBECONFIG=$(KUBECONFIG) kubectl get namespace $(NAMESPACE) >/dev/null 2>&1 || KUBECONFIG=$(KUBECONFIG) kubectl create namespace $(NAMESPACE)
-	KUBECONFIG=$(KUBECONFIG) kubectl apply -n $(NAMESPACE) -f deploy/crd.yaml -f deploy/tenant-roles.yaml -f deploy/sa.yaml -f deploy/rbac.yaml -f $(DEPLOY_DIR)/operator.yaml -f deploy/pdb.yaml
+	KUBECONFIG=$(KUBECONFIG) kubectl apply -n $(NAMESPACE) -f deploy/crd.yaml -f deploy/tenant-roles.yaml -f deploy/sa.yaml $(SCOPE_RBAC) -f $(DEPLOY_DIR)/operator.yaml -f deploy/pdb.yaml
 
 .PHONY: undeploy
-undeploy: ## Delete the operator, its PodDisruptionBudget, RBAC and ServiceAccount from NAMESPACE; never the CRD or the tenant roles, so every Memcached and its pods stay, and so do the rights of those who use them.
-	KUBECONFIG=$(KUBECONFIG) kubectl delete -n $(NAMESPACE) -f deploy/pdb.yaml -f deploy/operator.yaml -f deploy/rbac.yaml -f deploy/sa.yaml --ignore-not-found
+undeploy: ## Delete the operator, its PodDisruptionBudget, RBAC of SCOPE (SCOPE=cluster: the ClusterRole and its binding too) and ServiceAccount from NAMESPACE; never the CRD or the tenant roles, so every Memcached and its pods stay, and so do the rights of those who use them.
+	KUBECONFIG=$(KUBECONFIG) kubectl delete -n $(NAMESPACE) -f deploy/pdb.yaml -f deploy/operator.yaml $(if $(filter cluster,$(SCOPE)),-f deploy/cluster/,-f deploy/rbac.yaml) -f deploy/sa.yaml --ignore-not-found
 
 .PHONY: undeploy-crd
 undeploy-crd: ## DELETES EVERY MEMCACHED IN THE CLUSTER, in every namespace, with their Deployments and pods: removes the CRD and the tenant roles.

@@ -1,8 +1,11 @@
 // Command memcached-operator runs memcached clusters for Memcached custom
-// resources in the namespace named by WATCH_NAMESPACE.
+// resources in the namespaces that WATCH_NAMESPACE names: one namespace, a
+// comma-separated list of them, or every namespace when it is empty (see
+// watchScope).
 //
 // With --leader-elect, several replicas can run at once: they elect a leader
-// on a Lease (pkg/leader), and only the leader reconciles. Every replica
+// on a Lease (pkg/leader) in their own namespace, POD_NAMESPACE (see
+// ownNamespace), and only the leader reconciles. Every replica
 // watches from the start, so that a standby's caches are warm when it takes
 // over; a leader that loses the Lease stops its workers and stands by, in
 // the same process, until it leads again; and a leader asked to stop hands
@@ -86,12 +89,15 @@ func main() {
 // Lease.
 func run(opts *options) error {
 	logrus.Infof("starting %s", versionString())
-	namespace, err := k8sutil.GetWatchNamespace()
+	scope, err := watchScope(os.LookupEnv)
 	if err != nil {
-		return fmt.Errorf("%v: set it to the namespace to manage (the downward API's metadata.namespace in a pod)", err)
+		return err
 	}
-	if opts.leaderElect && namespace == "" {
-		return fmt.Errorf("--leader-elect needs a namespace for its Lease: set %s to the namespace to manage", k8sutil.WatchNamespaceEnvVar)
+	var own string
+	if opts.leaderElect {
+		if own, err = ownNamespace(os.Getenv, scope); err != nil {
+			return err
+		}
 	}
 	if err := checkKubeConfig(); err != nil {
 		return err
@@ -122,23 +128,26 @@ func run(opts *options) error {
 	if err != nil {
 		return err
 	}
-	// Event recording is never stopped: the process's exit ends it.
-	recorder, _ := events.NewRecorder(&typedcorev1.EventSinkImpl{Interface: clients.Kube.CoreV1().Events(namespace)},
+	// Event recording is never stopped: the process's exit ends it. The
+	// sink of Events("") writes each Event in its own namespace, that of
+	// the object it is about: a Memcached's in the Memcached's, the Lease's
+	// in the operator's own.
+	recorder, _ := events.NewRecorder(&typedcorev1.EventSinkImpl{Interface: clients.Kube.CoreV1().Events("")},
 		scheme.Scheme, corev1.EventSource{Component: component}, logrus.Debugf)
 
 	var elector *leader.Elector
 	if opts.leaderElect {
-		if elector, err = newElector(opts, base, namespace, recorder); err != nil {
+		if elector, err = newElector(opts, base, own, recorder); err != nil {
 			return err
 		}
 	}
 
 	// Every readiness check is in place before the server answers its
 	// first probe, so /readyz never says ready before it can know. A
-	// replica is ready once its caches hold the namespace's Deployments
-	// and pods, so that a standby can take over without filling them first,
-	// and, with leader election, while the API server answers about the
-	// Lease.
+	// replica is ready once its caches hold the Deployments and pods of
+	// every watched namespace, so that a standby can take over without
+	// filling them first, and, with leader election, while the API server
+	// answers about the Lease.
 	var synced atomic.Bool
 	server := metrics.NewServer(m)
 	server.AddReadyCheck("reconciler", func() error {
@@ -169,10 +178,11 @@ func run(opts *options) error {
 
 	// The caches, the handler and the SDK's watch live as long as the
 	// process, through every term: the SDK keeps its informers in a list of
-	// its own, so sdk.Watch may be called once only, and none of them can
-	// be stopped. Between terms the handler keeps the latest Memcacheds and
+	// its own, so sdk.Watch is called once for each watched namespace (once,
+	// with "", for every namespace) before sdk.Run, and none of them can be
+	// stopped. Between terms the handler keeps the latest Memcacheds and
 	// queues nothing (see stub.Handler.Run).
-	client, err := kube.NewCachedClient(clients, namespace, stub.Kinds()...)
+	client, err := kube.NewCachedClient(clients, scope, stub.Kinds()...)
 	if err != nil {
 		return err
 	}
@@ -206,8 +216,13 @@ func run(opts *options) error {
 		return err
 	}
 	synced.Store(true)
-	logrus.Infof("watching namespace %q, resync every %v, memcached image %s, sidecar image %s, at most %s concurrent rolls for a change of the operator's pod template", namespace, opts.resync, opts.memcachedImage, opts.sidecarImage, opts.maxRolls)
-	sdk.Watch(v1alpha1.APIVersion(), v1alpha1.Kind, namespace, opts.resync)
+	logrus.Infof("watching %s, resync every %v, memcached image %s, sidecar image %s, at most %s concurrent rolls for a change of the operator's pod template", scope, opts.resync, opts.memcachedImage, opts.sidecarImage, opts.maxRolls)
+	if opts.leaderElect {
+		logrus.Infof("the Lease %s is in namespace %s", component, own)
+	}
+	for _, ns := range scope.Namespaces() {
+		sdk.Watch(v1alpha1.APIVersion(), v1alpha1.Kind, ns, opts.resync)
+	}
 	sdk.Handle(handler)
 	go sdk.Run(ctx)
 

@@ -26,7 +26,7 @@ type children struct {
 	kind   *Kind
 	client rest.Interface
 	// informer is nil for an Optional kind, whose API served checks.
-	informer cache.SharedIndexInformer
+	informer *scoped
 	served   *servedCheck
 
 	// created holds the objects this client created that the cache has not
@@ -58,10 +58,17 @@ type createdObject struct {
 	at  time.Time
 }
 
+// listFunc and watchFunc list and watch one kind's objects.
+type (
+	listFunc  func(metav1.ListOptions) (runtime.Object, error)
+	watchFunc func(metav1.ListOptions) (watch.Interface, error)
+)
+
 // newChildren returns the children of kind, written through client, and,
-// unless kind is Optional, cached, trimmed, by an informer on what list and
-// watchFn return (see newTrimmedInformer).
-func newChildren(kind *Kind, client rest.Interface, list func(metav1.ListOptions) (runtime.Object, error), watchFn func(metav1.ListOptions) (watch.Interface, error)) *children {
+// unless kind is Optional, cached, trimmed, by an informer per namespace of
+// scope on what listWatch returns for the namespace (see newTrimmedInformer
+// and scoped).
+func newChildren(kind *Kind, client rest.Interface, scope Scope, listWatch func(namespace string) (listFunc, watchFunc, error)) (*children, error) {
 	c := &children{
 		kind:     kind,
 		client:   client,
@@ -70,9 +77,20 @@ func newChildren(kind *Kind, client rest.Interface, list func(metav1.ListOptions
 		now:      time.Now,
 	}
 	if kind.Optional {
-		return c
+		return c, nil
 	}
-	c.informer = newTrimmedInformer(kind.New(), list, watchFn, kind.Trim)
+	var err error
+	c.informer = newScoped(scope, func(namespace string) cache.SharedIndexInformer {
+		list, watchFn, lerr := listWatch(namespace)
+		if lerr != nil {
+			err = lerr
+			return nil
+		}
+		return newTrimmedInformer(kind.New(), list, watchFn, kind.Trim)
+	})
+	if err != nil {
+		return nil, err
+	}
 	// Once the cache shows an object, in any version, it is the truth.
 	seen := func(obj interface{}) {
 		if k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
@@ -84,7 +102,7 @@ func newChildren(kind *Kind, client rest.Interface, list func(metav1.ListOptions
 		UpdateFunc: func(_, obj interface{}) { seen(obj) },
 		DeleteFunc: seen,
 	})
-	return c
+	return c, nil
 }
 
 func (c *children) forget(key string) {
@@ -102,7 +120,7 @@ func (c *children) get(namespace, name string) (Object, error) {
 		return c.read(namespace, name)
 	}
 	key := namespace + "/" + name
-	obj, ok, err := c.informer.GetIndexer().GetByKey(key)
+	obj, ok, err := c.informer.getByKey(key)
 	if err != nil {
 		return nil, err
 	}

@@ -27,8 +27,8 @@ import (
 )
 
 // CachedClient is the Client the operator runs with. It reads from informer
-// caches of one namespace, so a reconcile costs no API request unless it
-// writes, and it writes through the API server. Its informers also tell the
+// caches of the namespaces of its Scope, so a reconcile costs no API request
+// unless it writes, and it writes through the API server. Its informers also tell the
 // handler when a child or a pod of a Memcached changes.
 //
 // It serves any kind of child that a Kind describes, by the same five
@@ -46,10 +46,10 @@ type CachedClient struct {
 	// resource, in that order.
 	kinds map[schema.GroupVersionResource]*children
 	order []*children
-	pods  cache.SharedIndexInformer
+	pods  *scoped
 	// mountEvents caches the kubelet's FailedMount Events on pods (see
 	// MountFailure).
-	mountEvents cache.SharedIndexInformer
+	mountEvents *scoped
 }
 
 // Clients are the API clients of a CachedClient. The reconcile's requests
@@ -73,19 +73,24 @@ type Clients struct {
 	config, cacheConfig *rest.Config
 }
 
-// NewCachedClient returns a CachedClient for namespace that serves the
-// children of kinds. Its caches hold only objects labelled app=memcached;
-// Start fills them.
-func NewCachedClient(clients Clients, namespace string, kinds ...*Kind) (*CachedClient, error) {
+// NewCachedClient returns a CachedClient for the namespaces of scope that
+// serves the children of kinds. Its caches hold only objects labelled
+// app=memcached; Start fills them. Each kind has one informer on every
+// namespace for AllNamespaces, one per namespace for a list (see scoped).
+func NewCachedClient(clients Clients, scope Scope, kinds ...*Kind) (*CachedClient, error) {
 	if clients.config == nil || clients.cacheConfig == nil {
 		return nil, fmt.Errorf("the clients were not built by NewClients")
 	}
 	c := &CachedClient{
-		memcacheds:  clients.Memcacheds,
-		discovery:   clients.Discovery,
-		kinds:       map[schema.GroupVersionResource]*children{},
-		pods:        newPodInformer(clients.CacheKube, namespace, memcached.ManagedSelector),
-		mountEvents: newMountEventInformer(clients.CacheKube, namespace),
+		memcacheds: clients.Memcacheds,
+		discovery:  clients.Discovery,
+		kinds:      map[schema.GroupVersionResource]*children{},
+		pods: newScoped(scope, func(namespace string) cache.SharedIndexInformer {
+			return newPodInformer(clients.CacheKube, namespace, memcached.ManagedSelector)
+		}),
+		mountEvents: newScoped(scope, func(namespace string) cache.SharedIndexInformer {
+			return newMountEventInformer(clients.CacheKube, namespace)
+		}),
 	}
 	s := jsonScheme(kinds)
 	for _, k := range kinds {
@@ -93,31 +98,35 @@ func NewCachedClient(clients Clients, namespace string, kinds ...*Kind) (*Cached
 		if err != nil {
 			return nil, err
 		}
-		var list func(metav1.ListOptions) (runtime.Object, error)
-		var watchFn func(metav1.ListOptions) (watch.Interface, error)
+		var listWatch func(namespace string) (listFunc, watchFunc, error)
 		switch {
 		case k.Optional:
 		case k.Observe != nil:
-			list, watchFn, err = observedListWatch(clients.cacheConfig, k, namespace)
-			if err != nil {
-				return nil, err
+			listWatch = func(namespace string) (listFunc, watchFunc, error) {
+				return observedListWatch(clients.cacheConfig, k, namespace)
 			}
 		default:
 			lister, codec, err := kindREST(clients.cacheConfig, k, s)
 			if err != nil {
 				return nil, err
 			}
-			list = func(o metav1.ListOptions) (runtime.Object, error) {
-				l := k.NewList()
-				err := lister.Get().Namespace(namespace).Resource(k.Resource.Resource).VersionedParams(&o, codec).Do().Into(l)
-				return l, err
-			}
-			watchFn = func(o metav1.ListOptions) (watch.Interface, error) {
-				o.Watch = true
-				return lister.Get().Namespace(namespace).Resource(k.Resource.Resource).VersionedParams(&o, codec).Watch()
+			listWatch = func(namespace string) (listFunc, watchFunc, error) {
+				list := func(o metav1.ListOptions) (runtime.Object, error) {
+					l := k.NewList()
+					err := lister.Get().NamespaceIfScoped(namespace, namespace != "").Resource(k.Resource.Resource).VersionedParams(&o, codec).Do().Into(l)
+					return l, err
+				}
+				watchFn := func(o metav1.ListOptions) (watch.Interface, error) {
+					o.Watch = true
+					return lister.Get().NamespaceIfScoped(namespace, namespace != "").Resource(k.Resource.Resource).VersionedParams(&o, codec).Watch()
+				}
+				return list, watchFn, nil
 			}
 		}
-		ch := newChildren(k, client, list, watchFn)
+		ch, err := newChildren(k, client, scope, listWatch)
+		if err != nil {
+			return nil, err
+		}
 		if k.Optional {
 			ch.served = newServedCheck(clients.Discovery, k.Resource, DefaultServiceMonitorCheckInterval)
 		}
@@ -238,7 +247,7 @@ func enqueueOwner(obj interface{}, enqueue func(namespace, name string)) {
 // Start runs the informers until stop is closed and waits for their caches
 // to be filled, failing if stop closes first.
 func (c *CachedClient) Start(stop <-chan struct{}) error {
-	informers := []cache.SharedIndexInformer{c.pods, c.mountEvents}
+	informers := []*scoped{c.pods, c.mountEvents}
 	names := []string{"pods", "events"}
 	for _, ch := range c.order {
 		if ch.informer != nil {
@@ -246,10 +255,9 @@ func (c *CachedClient) Start(stop <-chan struct{}) error {
 			names = append(names, ch.kind.String())
 		}
 	}
-	synced := make([]cache.InformerSynced, 0, len(informers))
+	var synced []cache.InformerSynced
 	for _, i := range informers {
-		go i.Run(stop)
-		synced = append(synced, i.HasSynced)
+		synced = append(synced, i.run(stop)...)
 	}
 	if !cache.WaitForCacheSync(stop, synced...) {
 		return fmt.Errorf("stopped before the caches of %s were filled", strings.Join(names, ", "))
@@ -419,7 +427,7 @@ func (c *CachedClient) ListDeployments() ([]*appsv1.Deployment, error) {
 	if err != nil {
 		return nil, err
 	}
-	objs := ch.informer.GetIndexer().List()
+	objs := ch.informer.list()
 	out := make([]*appsv1.Deployment, 0, len(objs))
 	for _, obj := range objs {
 		if d, ok := obj.(*appsv1.Deployment); ok {
@@ -445,7 +453,7 @@ func (c *CachedClient) ScaleDeployment(namespace, name string, uid types.UID, re
 func (c *CachedClient) ListPods(namespace, name string) ([]*corev1.Pod, error) {
 	// The cache holds only pods labelled app=memcached, and the index
 	// groups them by memcached_cr: together, memcached.Labels(name).
-	objs, err := c.pods.GetIndexer().ByIndex(byMemcachedIndex, namespace+"/"+name)
+	objs, err := c.pods.byIndex(byMemcachedIndex, namespace+"/"+name)
 	if err != nil {
 		return nil, err
 	}
@@ -459,7 +467,7 @@ func (c *CachedClient) ListPods(namespace, name string) ([]*corev1.Pod, error) {
 // ListAllPods returns every pod the client knows of with the app=memcached
 // label, which the caller must not modify.
 func (c *CachedClient) ListAllPods() []*corev1.Pod {
-	objs := c.pods.GetStore().List()
+	objs := c.pods.list()
 	pods := make([]*corev1.Pod, 0, len(objs))
 	for _, obj := range objs {
 		pods = append(pods, obj.(*corev1.Pod))

@@ -51,28 +51,40 @@ var (
 // sample-controller's tests do.
 func newTestCachedClient(t *testing.T, cached []runtime.Object, respond func(r kubetest.Request) interface{}) (*CachedClient, *kubetest.APIServer) {
 	t.Helper()
+	return newScopedTestCachedClient(t, NewScope("test"), cached, respond)
+}
+
+// newScopedTestCachedClient is newTestCachedClient for the namespaces of
+// scope: each cached object goes into the cache of its namespace.
+func newScopedTestCachedClient(t *testing.T, scope Scope, cached []runtime.Object, respond func(r kubetest.Request) interface{}) (*CachedClient, *kubetest.APIServer) {
+	t.Helper()
 	api, cfg := kubetest.NewAPIServer(t, respond)
 	clients, err := NewClients(cfg, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := NewCachedClient(clients, "test", DeploymentKind, serviceKind, pdbKind, serviceMonitorKind)
+	c, err := NewCachedClient(clients, scope, DeploymentKind, serviceKind, pdbKind, serviceMonitorKind)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, obj := range cached {
-		var err error
-		switch o := obj.(type) {
+		o := obj.(metav1.Object)
+		var s *scoped
+		switch obj.(type) {
 		case *corev1.Pod:
-			err = c.pods.GetIndexer().Add(o)
+			s = c.pods
 		case *corev1.Service:
-			err = c.kinds[serviceKind.Resource].informer.GetIndexer().Add(o)
+			s = c.kinds[serviceKind.Resource].informer
 		case *corev1.Event:
-			err = c.mountEvents.GetIndexer().Add(o)
+			s = c.mountEvents
 		default:
-			err = c.kinds[DeploymentKind.Resource].informer.GetIndexer().Add(o)
+			s = c.kinds[DeploymentKind.Resource].informer
 		}
-		if err != nil {
+		i := s.indexer(o.GetNamespace())
+		if i == nil {
+			t.Fatalf("cached %s/%s is outside the scope %s", o.GetNamespace(), o.GetName(), scope)
+		}
+		if err := i.Add(obj); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -30,11 +30,20 @@
 // # Reads without requests
 //
 // The SDK's client sends every read to the API server, at client-go 1.11's
-// default 5 requests per second. CachedClient reads informer caches of one
-// namespace instead, so a reconcile that changes nothing sends no request
-// (but one GET of its ServiceMonitor with monitoring: no cache watches a
-// CRD that may come and go), and writes through clients with the operator's
+// default 5 requests per second. CachedClient reads informer caches
+// instead, so a reconcile that changes nothing sends no request (but one
+// GET of its ServiceMonitor with monitoring: no cache watches a CRD that
+// may come and go), and writes through clients with the operator's
 // own limits (--kube-api-qps, --kube-api-burst).
+//
+// # Scopes
+//
+// A Scope is the namespaces the operator serves (ParseScope reads
+// WATCH_NAMESPACE): for every namespace, each kind has one informer across
+// the cluster; for a list, one informer per listed namespace, so that the
+// operator never lists across namespaces and a Role in each is all the RBAC
+// it needs (scoped; TestCachedClientListsEachNamespaceOfItsScope,
+// TestCachedClientServesTwoNamespaces).
 //
 // # Children's changes
 //

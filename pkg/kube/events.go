@@ -115,7 +115,7 @@ func newestEvent(events []*corev1.Event) *corev1.Event {
 // not start is for the status to decide (memcached.Observation.MountFailures):
 // an Event stays until it expires, an hour after its last update.
 func (c *CachedClient) MountFailure(uid types.UID) string {
-	objs, err := c.mountEvents.GetIndexer().ByIndex(byPodUIDIndex, string(uid))
+	objs, err := c.mountEvents.byIndex(byPodUIDIndex, string(uid))
 	if err != nil {
 		// Only an unknown index fails, and byPodUIDIndex is the cache's.
 		return ""
@@ -145,7 +145,7 @@ func (c *CachedClient) enqueuePodOwner(obj interface{}, enqueue func(namespace, 
 	if !ok {
 		return
 	}
-	pod, exists, err := c.pods.GetIndexer().GetByKey(e.InvolvedObject.Namespace + "/" + e.InvolvedObject.Name)
+	pod, exists, err := c.pods.getByKey(e.InvolvedObject.Namespace + "/" + e.InvolvedObject.Name)
 	if err != nil || !exists {
 		return
 	}

@@ -135,7 +135,7 @@ func TestCachedClientServesANewChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := kube.NewCachedClient(clients, "test", append(Kinds(), configMapChild.api)...)
+	c, err := kube.NewCachedClient(clients, kube.NewScope("test"), append(Kinds(), configMapChild.api)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ func TestPhantomChildIsCreatedAnew(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := kube.NewCachedClient(clients, "test", Kinds()...)
+	c, err := kube.NewCachedClient(clients, kube.NewScope("test"), Kinds()...)
 	if err != nil {
 		t.Fatal(err)
 	}

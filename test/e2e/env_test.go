@@ -39,6 +39,9 @@ type namespace struct {
 	binary string
 	// env are extra KEY=VALUE entries of the operator's environment.
 	env []string
+	// watch, when set, is the operator's WATCH_NAMESPACE instead of the
+	// namespace's own name (see serve).
+	watch string
 	// proxy, when set, is the API server for startOperator's operator (see
 	// viaProxy).
 	proxy *framework.APIProxy
@@ -139,6 +142,9 @@ func (ns *namespace) runOperator(cfg framework.OperatorConfig) *framework.Operat
 	cfg.Env = append(slices.Clone(ns.env), cfg.Env...)
 	cfg.Kubeconfig = ns.operatorKubeconfig
 	cfg.WatchNamespace = ns.name
+	if ns.watch != "" {
+		cfg.WatchNamespace = ns.watch
+	}
 	// KWOK's pods run no containers, so there is no sidecar to ask,
 	// and their IPs lead nowhere on this machine: the poll is off.
 	cfg.Args = append([]string{"--log-level=debug", "--sidecar-poll-interval=0"}, cfg.Args...)
@@ -155,6 +161,22 @@ func (ns *namespace) runOperator(cfg framework.OperatorConfig) *framework.Operat
 		return fmt.Sprintf("===== operator log (WATCH_NAMESPACE=%s, %s)\n%s", ns.name, op.LogFile(), op.Log())
 	})
 	return op
+}
+
+// serve makes startOperator's operator, which runs as ns's ServiceAccount
+// and keeps its Lease in ns (POD_NAMESPACE), watch the namespaces of watched
+// instead of ns, as a WATCH_NAMESPACE list, and binds deploy/rbac.yaml's Role
+// of each of them, which newNamespace applied, to that ServiceAccount: a list
+// needs no right beyond each namespace's Role.
+func (ns *namespace) serve(watched ...*namespace) {
+	ns.t.Helper()
+	var names []string
+	for _, w := range watched {
+		w.run("create", "rolebinding", "memcached-operator-of-"+ns.name, "--role=memcached-operator", "--serviceaccount="+ns.name+":"+operatorSA)
+		names = append(names, w.name)
+	}
+	ns.watch = strings.Join(names, ",")
+	ns.env = append(ns.env, "POD_NAMESPACE="+ns.name)
 }
 
 // operatorBinary is the operator that startOperator runs: ns.binary, or

@@ -13,14 +13,18 @@ import (
 // scales it through the scale subresource, and the operator serves the new size;
 // bob reads it but is refused a change. Neither may write the status, which only
 // the operator writes, and a user with no binding may not even read. Every
-// refusal is the API server's answer to a real request. Kubernetes' edit role
-// does grant Leases, the operator's among them: the test checks that the
-// README's limitation still holds.
+// refusal is the API server's answer to a real request. The operator, with
+// --leader-elect, runs in a namespace of its own (POD_NAMESPACE) and watches
+// the tenants': its Lease is there, out of alice's reach, and a Lease of the
+// same name that alice, whom Kubernetes' edit role grants Leases, makes in her
+// namespace leaves the operator leading and serving.
 func TestTenantRoles(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(t, slug(t.Name()))
-	ns.startOperator()
+	op := newNamespace(t, slug(t.Name())+"-op")
+	op.serve(ns)
+	op.startOperator("--leader-elect")
 	if _, err := cluster.Kubectl().Run(ctx, "apply", "-f", paths.Deploy("tenant-roles.yaml")); err != nil {
 		t.Fatal(err)
 	}
@@ -64,6 +68,18 @@ spec:
 `, "--as=alice", "create", "-f", "-"); err != nil {
 		t.Fatalf("alice (edit) creates a Memcached: %v", err)
 	}
+	// edit grants Leases in alice's namespace: one named as the operator's,
+	// held by her, is hers alone.
+	if _, err := ns.kubectl.RunWithInput(ctx, `apiVersion: coordination.k8s.io/v1
+kind: Lease
+metadata:
+  name: memcached-operator
+spec:
+  holderIdentity: alice
+  leaseDurationSeconds: 3600
+`, "--as=alice", "create", "-f", "-"); err != nil {
+		t.Fatalf("alice (edit) creates a Lease in her namespace: %v", err)
+	}
 	if _, err := as("alice", "scale", "memcached/tenant", "--replicas=2"); err != nil {
 		t.Fatalf("alice (edit) scales it: %v", err)
 	}
@@ -85,11 +101,18 @@ spec:
 		refused(user, "writes the status", "patch", "memcached", "tenant", "--subresource=status", "--type=merge", "-p", `{"status":{"nodes":["forged"]}}`)
 	}
 	refused("carol", "(no binding) reads the Memcached", "get", "memcached", "tenant")
-	// Kubernetes' own edit role grants Leases, and the Lease lives in the
-	// namespace the operator watches: there, an editor may take the lead
-	// (README, Known limitations). Should that change, so must the README.
-	if ok, err := can(ctx, "alice", "update", "leases.coordination.k8s.io/memcached-operator"); err != nil || !ok {
-		t.Errorf("alice (edit) may update the operator's Lease: %t, %v; the README says she may", ok, err)
+	// The operator's Lease is in its own namespace, held by the operator,
+	// and alice may neither change it nor make one there.
+	if holder, err := op.kubectl.Run(ctx, "get", "lease", "memcached-operator", "-o", "jsonpath={.spec.holderIdentity}"); err != nil || holder == "" || holder == "alice" {
+		t.Errorf("the operator's Lease in %s: holder %q, %v; want the operator", op.name, holder, err)
+	}
+	for _, verb := range []string{"get", "update", "create", "delete"} {
+		if out, err := op.kubectl.Run(ctx, "--as=alice", "auth", "can-i", verb, "leases.coordination.k8s.io/memcached-operator"); strings.TrimSpace(out) != "no" {
+			t.Errorf("alice (edit in %s) may %s the operator's Lease in %s: %q, %v; want no", ns.name, verb, op.name, out, err)
+		}
+	}
+	if out, err := op.kubectl.Run(ctx, "--as=alice", "annotate", "lease", "memcached-operator", "taken=by-alice"); err == nil || !strings.Contains(out+err.Error(), "forbidden") {
+		t.Errorf("alice annotates the operator's Lease: %q, %v; want Forbidden", out, err)
 	}
 	if o := ns.snapshot("tenant"); len(o.Memcached.Status.Nodes) != 2 {
 		t.Errorf("status.nodes = %q after the refused writes, want the 2 pods", o.Memcached.Status.Nodes)

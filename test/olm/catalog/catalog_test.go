@@ -189,6 +189,16 @@ func TestRenderRejectsInconsistentDeploy(t *testing.T) {
 		{"no WATCH_NAMESPACE", func(d *Deploy) {
 			d.Deployment.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "X", Value: "y"}}
 		}, "does not set WATCH_NAMESPACE"},
+		{"no POD_NAMESPACE", func(d *Deploy) {
+			c := &d.Deployment.Spec.Template.Spec.Containers[0]
+			var env []corev1.EnvVar
+			for _, e := range c.Env {
+				if e.Name != "POD_NAMESPACE" {
+					env = append(env, e)
+				}
+			}
+			c.Env = env
+		}, "does not set POD_NAMESPACE from metadata.namespace"},
 		{"container renamed", func(d *Deploy) { d.Deployment.Spec.Template.Spec.Containers[0].Name = "manager" }, "no container named"},
 		{"descriptor field missing", func(d *Deploy) {
 			delete(d.CRD.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["status"].Properties, "nodes")

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/example-inc/memcached-operator/pkg/kube"
+	"github.com/operator-framework/operator-sdk/pkg/util/k8sutil"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// podNamespaceEnv names the variable that holds the operator's own
+// namespace: deploy/operator.yaml and the CSV set it from the downward API's
+// metadata.namespace.
+const podNamespaceEnv = "POD_NAMESPACE"
+
+// watchScope returns the namespaces that WATCH_NAMESPACE names: every
+// namespace when it is empty, else its comma-separated list (see
+// kube.ParseScope); one name is the guide's single namespace, as before.
+//
+// An unset WATCH_NAMESPACE is an error, not every namespace: a manifest that
+// forgot it, or a shell without it, would otherwise have the operator act
+// on every tenant's Memcacheds with RBAC granted for one namespace, or, with
+// a ClusterRole, take over namespaces that another operator serves. Every
+// namespace is asked for by setting it, to "".
+func watchScope(lookup func(string) (string, bool)) (kube.Scope, error) {
+	value, ok := lookup(k8sutil.WatchNamespaceEnvVar)
+	if !ok {
+		return kube.Scope{}, fmt.Errorf("%s must be set: to the namespace to manage (the downward API's metadata.namespace in a pod), to a comma-separated list of namespaces, or to \"\" for every namespace", k8sutil.WatchNamespaceEnvVar)
+	}
+	scope, err := kube.ParseScope(value)
+	if err != nil {
+		return kube.Scope{}, fmt.Errorf("%s: %v", k8sutil.WatchNamespaceEnvVar, err)
+	}
+	return scope, nil
+}
+
+// ownNamespace returns the namespace where the operator keeps its own
+// state, the Lease of --leader-elect and the Events about it: POD_NAMESPACE,
+// never a watched namespace as such, so that a tenant who may edit Leases in
+// their namespace cannot take the lead. Out of a cluster, as `make run`
+// runs it, nothing sets POD_NAMESPACE: the single namespace of scope stands
+// in for it, and only when scope is exactly one namespace, where the guide's
+// operator has always kept its Lease; with more, or every namespace, there is
+// no namespace to take for it, and it must be set.
+func ownNamespace(getenv func(string) string, scope kube.Scope) (string, error) {
+	if ns := getenv(podNamespaceEnv); ns != "" {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return "", fmt.Errorf("%s=%q is not a namespace's name: %s", podNamespaceEnv, ns, strings.Join(errs, "; "))
+		}
+		return ns, nil
+	}
+	if ns, ok := scope.Single(); ok {
+		return ns, nil
+	}
+	return "", fmt.Errorf("--leader-elect keeps its Lease in the operator's own namespace: set %s to it (the downward API's metadata.namespace in a pod); only with a single %s may it be left unset", podNamespaceEnv, k8sutil.WatchNamespaceEnvVar)
+}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -60,6 +61,11 @@ var podsGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 type benchResult struct {
 	N    int `json:"n"`
 	Size int `json:"size"`
+	// Namespaces is how many namespaces each phase spreads its N
+	// resources over, round robin: with more than one, the operator
+	// watches every namespace (WATCH_NAMESPACE=""), as one operator for
+	// the whole cluster does.
+	Namespaces int `json:"namespaces"`
 	// FloorSeconds is how long N plain Deployments of Size replicas took
 	// from the start of their `kubectl apply` until every one had Size
 	// ready replicas; OperatorSeconds the same for N Memcached resources
@@ -160,6 +166,10 @@ func BenchmarkOperatorAgainstFloor(b *testing.B) {
 		b.Fatalf("b.N = %d: one run takes minutes and measures itself; run with -benchtime 1x, as make bench does", b.N)
 	}
 	n, size := envInt(b, "BENCH_N", 1000), envInt(b, "BENCH_SIZE", 2)
+	spread := envInt(b, "BENCH_NAMESPACES", 1)
+	if spread > n {
+		b.Fatalf("BENCH_NAMESPACES=%d: more namespaces than the %d resources", spread, n)
+	}
 	ctx := context.Background()
 	out := filepath.Join(paths.Output(), "bench")
 	if err := os.MkdirAll(out, 0o755); err != nil {
@@ -169,7 +179,7 @@ func BenchmarkOperatorAgainstFloor(b *testing.B) {
 		b.Fatal(err)
 	}
 	dyn := dynamicClient(b)
-	r := benchResult{N: n, Size: size, MemoryLimitBytes: shippedMemoryLimit(b), RequestsByVerb: map[string]float64{},
+	r := benchResult{N: n, Size: size, Namespaces: spread, MemoryLimitBytes: shippedMemoryLimit(b), RequestsByVerb: map[string]float64{},
 		ControlPlaneCPU: map[string]map[string]float64{}, ControlPlaneWrites: map[string]map[string]float64{}}
 
 	// BENCH_FLOOR=0 leaves both floors out, for a run that measures the
@@ -179,14 +189,20 @@ func BenchmarkOperatorAgainstFloor(b *testing.B) {
 		for _, c := range children {
 			r.ChildrenFloorKinds = append(r.ChildrenFloorKinds, c.GetKind())
 		}
-		r.FloorSeconds, r.FloorApplySeconds = measureFloor(b, dyn, phaseFloor, n, size, &r,
-			manifests(n, func(i int) string { return floorDeployment(i, size) }))
-		r.ChildrenFloorSeconds, r.ChildrenFloorApplySeconds = measureFloor(b, dyn, phaseChildrenFloor, n, size, &r,
-			manifests(n, func(i int) string { return childrenOf(b, children, benchName(i)) }))
+		r.FloorSeconds, r.FloorApplySeconds = measureFloor(b, dyn, phaseFloor, n, size, spread, &r,
+			func(i int) string { return floorDeployment(i, size) })
+		r.ChildrenFloorSeconds, r.ChildrenFloorApplySeconds = measureFloor(b, dyn, phaseChildrenFloor, n, size, spread, &r,
+			func(i int) string { return childrenOf(b, children, benchName(i)) })
 	}
 
-	// The operator, from a namespace of its own, through a counting proxy.
+	// The operator, from a namespace of its own, through a counting proxy:
+	// it watches that namespace alone, or with BENCH_NAMESPACES every
+	// namespace, the resources spread over namespaces of their own.
 	ns := newNamespace(b, "bench")
+	homes := spreadOver(b, ns, "bench", spread)
+	if spread > 1 {
+		ns.serveAll()
+	}
 	// BENCH_BINARY measures another build of the operator, such as an
 	// earlier commit's, on the same terms.
 	ns.binary = os.Getenv("BENCH_BINARY")
@@ -202,8 +218,8 @@ func BenchmarkOperatorAgainstFloor(b *testing.B) {
 	r.CPUProfile, r.HeapProfile = filepath.Join(out, "cpu.pprof"), filepath.Join(out, "heap.pprof")
 	r.Binary = ns.binary
 	op := ns.startOperator("--log-level=info", "--cpuprofile="+r.CPUProfile, "--memprofile="+r.HeapProfile)
-	ns.eventually("the operator to watch its namespace", func(context.Context) error {
-		if !strings.Contains(op.Log(), "watching namespace") {
+	ns.eventually("the operator to watch", func(context.Context) error {
+		if !strings.Contains(op.Log(), "watching "+ns.scope()) {
 			return fmt.Errorf("not yet watching")
 		}
 		return nil
@@ -214,8 +230,8 @@ func BenchmarkOperatorAgainstFloor(b *testing.B) {
 	}
 	cp0, w0 := controlPlaneCPU(b), apiServerWrites(b)
 	start := time.Now()
-	opTime, opApply := converge(b, dyn, memcachedsGVR, ns.name, n, memcachedReady(size), func() {
-		applyAll(b, ns, manifests(n, func(i int) string { return memcached(i, size) }))
+	opTime, opApply := converge(b, dyn, memcachedsGVR, homes.watch(), n, memcachedReady(size), func() {
+		homes.apply(b, n, func(i int) string { return memcached(i, size) })
 	})
 	end := start.Add(opTime)
 	r.ControlPlaneCPU[phaseOperator] = cpuSince(b, cp0)
@@ -272,24 +288,116 @@ func BenchmarkOperatorAgainstFloor(b *testing.B) {
 	}
 }
 
-// measureFloor measures one floor: it applies manifest, n resources'
-// objects, to the control plane in a namespace of its own, records the
-// control plane's CPU and writes meanwhile in r under phase, and returns how
-// long it took, and its apply alone, until n Deployments had size ready
-// replicas. Then it deletes them, so that the next phase gets the cluster as
-// this one found it.
-func measureFloor(b *testing.B, dyn dynamic.Interface, phase string, n, size int, r *benchResult, manifest string) (total, applied float64) {
+// measureFloor measures one floor: it applies the n resources' documents
+// that doc makes, each a floor's objects, to the control plane, in a
+// namespace of its own or spread over spread namespaces as the operator's
+// resources are, records the control plane's CPU and writes meanwhile in r
+// under phase, and returns how long it took, and its apply alone, until n
+// Deployments had size ready replicas. Then it deletes them, so that the
+// next phase gets the cluster as this one found it.
+func measureFloor(b *testing.B, dyn dynamic.Interface, phase string, n, size, spread int, r *benchResult, doc func(i int) string) (total, applied float64) {
 	b.Helper()
-	floor := newNamespace(b, strings.ReplaceAll(phase, "_", "-"))
+	prefix := strings.ReplaceAll(phase, "_", "-")
+	floor := newNamespace(b, prefix)
+	homes := spreadOver(b, floor, prefix, spread)
 	cp0, w0 := controlPlaneCPU(b), apiServerWrites(b)
-	floorTime, floorApply := converge(b, dyn, deploymentsGVR, floor.name, n, deploymentReady(size), func() {
-		applyAll(b, floor, manifest)
+	floorTime, floorApply := converge(b, dyn, deploymentsGVR, homes.watch(), n, deploymentReady(size), func() {
+		homes.apply(b, n, doc)
 	})
 	r.ControlPlaneCPU[phase] = cpuSince(b, cp0)
 	r.ControlPlaneWrites[phase] = writesSince(b, w0, n)
 	b.Logf("%s: %d deployments of %d ready in %.1f s; deleting them", phase, n, size, floorTime.Seconds())
+	homes.delete(b)
 	deleteNamespace(b, floor.name)
 	return floorTime.Seconds(), floorApply.Seconds()
+}
+
+// homes are the namespaces a phase spreads its resources over: the phase's
+// own namespace alone, or namespaces made for it, labelled with the
+// phase's name and a random suffix so that one delete by label removes
+// them.
+type homes struct {
+	own *namespace
+	// names are the namespaces made for the phase, none when the phase
+	// uses own alone; label selects them.
+	names []string
+	label string
+}
+
+// spreadOver returns the homes of a phase with namespace own: own alone
+// for spread 1, else spread new namespaces, created at once, before the
+// phase's clock starts, and deleted when the benchmark ends if the phase
+// has not deleted them.
+func spreadOver(b *testing.B, own *namespace, prefix string, spread int) homes {
+	b.Helper()
+	h := homes{own: own}
+	if spread == 1 {
+		return h
+	}
+	h.label = "memcached-bench=" + own.name
+	var sb strings.Builder
+	for i := range spread {
+		name := fmt.Sprintf("%s-%d-%s", prefix, i, strings.TrimPrefix(own.name, prefix+"-"))
+		h.names = append(h.names, name)
+		fmt.Fprintf(&sb, "---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s\n  labels: {memcached-bench: %s}\n", name, own.name)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), benchTimeout)
+	defer cancel()
+	if err := cluster.Kubectl().Apply(ctx, sb.String()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if _, err := cluster.Kubectl().Run(context.Background(), "delete", "namespace", "-l", h.label, "--wait=false", "--ignore-not-found"); err != nil {
+			b.Errorf("cleanup: %v", err)
+		}
+	})
+	return h
+}
+
+// watch is the namespace a tracker of the phase's resources watches: own,
+// or every namespace.
+func (h homes) watch() string {
+	if len(h.names) == 0 {
+		return h.own.name
+	}
+	return ""
+}
+
+// apply applies the n documents that doc makes with one kubectl apply, as a
+// user would: in own, or the i-th in the (i mod spread)-th namespace.
+func (h homes) apply(b *testing.B, n int, doc func(i int) string) {
+	b.Helper()
+	if len(h.names) == 0 {
+		applyAll(b, h.own.kubectl, manifests(n, doc))
+		return
+	}
+	applyAll(b, cluster.Kubectl(), manifests(n, func(i int) string {
+		return inNamespace(doc(i), h.names[i%len(h.names)])
+	}))
+}
+
+// delete deletes the namespaces made for the phase and waits until they
+// are gone.
+func (h homes) delete(b *testing.B) {
+	b.Helper()
+	if len(h.names) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), benchTimeout)
+	defer cancel()
+	if _, err := cluster.Kubectl().Run(ctx, "delete", "namespace", "-l", h.label, "--timeout="+benchTimeout.String()); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// topMetadata is the start of a document's own metadata, not that of a pod
+// template within it, which is indented.
+var topMetadata = regexp.MustCompile(`(?m)^metadata:\n`)
+
+// inNamespace returns docs, YAML documents, each with metadata.namespace
+// namespace.
+func inNamespace(docs, namespace string) string {
+	return topMetadata.ReplaceAllLiteralString(docs, "metadata:\n  namespace: "+namespace+"\n")
 }
 
 // deleteNamespace deletes namespace name and waits until it is gone.
@@ -491,7 +599,7 @@ func restartLikeANewLeader(b *testing.B, ns *namespace, want int, r *benchResult
 		Binary:         ns.operatorBinary(),
 		Env:            ns.env,
 		Kubeconfig:     ns.operatorKubeconfig,
-		WatchNamespace: ns.name,
+		WatchNamespace: ns.watchNamespace(),
 		LogFile:        filepath.Join(ns.dir, "operator-restart.log"),
 		Args:           []string{"--log-level=info", "--metrics-addr=127.0.0.1:0"},
 	})
@@ -587,7 +695,7 @@ func report(b *testing.B, r benchResult, file string) {
 		byVerb = append(byVerb, fmt.Sprintf("%s %.2f", v, r.RequestsByVerb[v]))
 	}
 	lines := []string{
-		fmt.Sprintf("N=%d resources of size %d, %d fake nodes", r.N, r.Size, benchNodes(r.N, r.Size)),
+		fmt.Sprintf("N=%d resources of size %d in %d namespaces, %d fake nodes", r.N, r.Size, r.Namespaces, benchNodes(r.N, r.Size)),
 	}
 	lines = append(lines, ratioLines(r, verdict)...)
 	lines = append(lines, applyLine(r))
@@ -700,11 +808,11 @@ func statusLatency(b *testing.B, dyn dynamic.Interface, ns *namespace, size int)
 
 // applyAll applies manifest, a thousand objects or more, with one kubectl
 // apply, as a user would; it takes longer than a kubectl call normally may.
-func applyAll(b *testing.B, ns *namespace, manifest string) {
+func applyAll(b *testing.B, k framework.Kubectl, manifest string) {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), benchTimeout)
 	defer cancel()
-	if err := ns.kubectl.Apply(ctx, manifest); err != nil {
+	if err := k.Apply(ctx, manifest); err != nil {
 		b.Fatal(err)
 	}
 }
@@ -838,9 +946,9 @@ func cpuLine(seconds map[string]float64) string {
 	return fmt.Sprintf("%.0f s (%s)", total, strings.Join(parts, ", "))
 }
 
-// tracker watches one resource in a namespace and records when each object
-// first satisfied a predicate. A watch costs the API server far less than
-// polling a list of a thousand objects.
+// tracker watches one resource in a namespace, or in every namespace, and
+// records when each object first satisfied a predicate. A watch costs the
+// API server far less than polling a list of a thousand objects.
 type tracker struct {
 	want  int
 	ready func(*unstructured.Unstructured) bool
@@ -876,10 +984,11 @@ func (t *tracker) observe(obj interface{}) {
 	now := time.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if _, seen := t.first[u.GetName()]; seen {
+	key := u.GetNamespace() + "/" + u.GetName()
+	if _, seen := t.first[key]; seen {
 		return
 	}
-	t.first[u.GetName()] = now
+	t.first[key] = now
 	t.last = now
 	if len(t.first) == t.want {
 		close(t.all)

@@ -40,8 +40,10 @@ type namespace struct {
 	// env are extra KEY=VALUE entries of the operator's environment.
 	env []string
 	// watch, when set, is the operator's WATCH_NAMESPACE instead of the
-	// namespace's own name (see serve).
-	watch string
+	// namespace's own name (see serve); watchAll makes it "", every
+	// namespace (see serveAll).
+	watch    string
+	watchAll bool
 	// proxy, when set, is the API server for startOperator's operator (see
 	// viaProxy).
 	proxy *framework.APIProxy
@@ -141,10 +143,7 @@ func (ns *namespace) runOperator(cfg framework.OperatorConfig) *framework.Operat
 	cfg.Binary = ns.operatorBinary()
 	cfg.Env = append(slices.Clone(ns.env), cfg.Env...)
 	cfg.Kubeconfig = ns.operatorKubeconfig
-	cfg.WatchNamespace = ns.name
-	if ns.watch != "" {
-		cfg.WatchNamespace = ns.watch
-	}
+	cfg.WatchNamespace = ns.watchNamespace()
 	// KWOK's pods run no containers, so there is no sidecar to ask,
 	// and their IPs lead nowhere on this machine: the poll is off.
 	cfg.Args = append([]string{"--log-level=debug", "--sidecar-poll-interval=0"}, cfg.Args...)
@@ -158,7 +157,7 @@ func (ns *namespace) runOperator(cfg framework.OperatorConfig) *framework.Operat
 		}
 	})
 	framework.DumpOnFailure(t, func() string {
-		return fmt.Sprintf("===== operator log (WATCH_NAMESPACE=%s, %s)\n%s", ns.name, op.LogFile(), op.Log())
+		return fmt.Sprintf("===== operator log (WATCH_NAMESPACE=%s, %s)\n%s", ns.watchNamespace(), op.LogFile(), op.Log())
 	})
 	return op
 }
@@ -177,6 +176,59 @@ func (ns *namespace) serve(watched ...*namespace) {
 	}
 	ns.watch = strings.Join(names, ",")
 	ns.env = append(ns.env, "POD_NAMESPACE="+ns.name)
+}
+
+// serveAll makes startOperator's operator, which runs as ns's
+// ServiceAccount and keeps its Lease in ns (POD_NAMESPACE), watch every
+// namespace, with deploy/cluster/'s ClusterRole bound to that
+// ServiceAccount until the test ends. Only a test that runs alone may: the
+// operator would reconcile every other test's Memcacheds too.
+func (ns *namespace) serveAll() {
+	ns.t.Helper()
+	ctx := context.Background()
+	binding := "memcached-operator-of-" + ns.name
+	if _, err := cluster.Kubectl().Run(ctx, "apply", "-f", paths.Deploy("cluster/cluster-role.yaml")); err != nil {
+		ns.t.Fatal(err)
+	}
+	if _, err := cluster.Kubectl().Run(ctx, "create", "clusterrolebinding", binding, "--clusterrole=memcached-operator", "--serviceaccount="+ns.name+":"+operatorSA); err != nil {
+		ns.t.Fatal(err)
+	}
+	ns.t.Cleanup(func() {
+		if _, err := cluster.Kubectl().Run(context.Background(), "delete", "clusterrolebinding", binding, "--ignore-not-found"); err != nil {
+			ns.t.Errorf("cleanup: %v", err)
+		}
+	})
+	ns.watchAll = true
+	ns.env = append(ns.env, "POD_NAMESPACE="+ns.name)
+}
+
+// watchNamespace is the WATCH_NAMESPACE of ns's operators: its own name,
+// the list that serve set, or "" after serveAll.
+func (ns *namespace) watchNamespace() string {
+	switch {
+	case ns.watchAll:
+		return ""
+	case ns.watch != "":
+		return ns.watch
+	}
+	return ns.name
+}
+
+// scope is how ns's operators name what they watch in their log, after
+// "watching " (see kube.Scope.String).
+func (ns *namespace) scope() string {
+	switch {
+	case ns.watchAll:
+		return "all namespaces"
+	case ns.watch != "":
+		names := strings.Split(ns.watch, ",")
+		if len(names) == 1 {
+			return "namespace " + names[0]
+		}
+		slices.Sort(names)
+		return "namespaces " + strings.Join(names, ",")
+	}
+	return "namespace " + ns.name
 }
 
 // operatorBinary is the operator that startOperator runs: ns.binary, or

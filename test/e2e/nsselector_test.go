@@ -35,7 +35,11 @@ func TestNamespaceSelector(t *testing.T) {
 	b.label(label)
 	later.createMemcached("cache", 1)
 	op.serveAll()
-	op.startOperator("--leader-elect", "--namespace-selector="+label)
+	// No --leader-elect: a new Lease is taken only after a lease duration
+	// (see leader.LeaseLock), which would double the test's time and prove
+	// nothing of the selector; TestOneOperatorThreeNamespaces keeps its
+	// Lease in its own namespace.
+	op.startOperator("--namespace-selector=" + label)
 	for _, ns := range []*namespace{a, b} {
 		ns.createMemcached("cache", 2)
 	}

@@ -1,7 +1,9 @@
 // Command memcached-operator runs memcached clusters for Memcached custom
 // resources in the namespaces that WATCH_NAMESPACE names: one namespace, a
 // comma-separated list of them, or every namespace when it is empty (see
-// watchScope).
+// watchScope); with every namespace, --namespace-selector may narrow them
+// to the namespaces of matching labels (see checkNamespaceSelector and
+// kube.NamespaceCache).
 //
 // With --leader-elect, several replicas can run at once: they elect a leader
 // on a Lease (pkg/leader) in their own namespace, POD_NAMESPACE (see
@@ -91,6 +93,9 @@ func run(opts *options) error {
 	logrus.Infof("starting %s", versionString())
 	scope, err := watchScope(os.LookupEnv)
 	if err != nil {
+		return err
+	}
+	if err := checkNamespaceSelector(scope, opts.namespaces); err != nil {
 		return err
 	}
 	var own string
@@ -203,12 +208,18 @@ func run(opts *options) error {
 		m.ObserveReconcile(took, reconcileResult(err))
 	})
 	client.OnChildChange(handler.EnqueueMemcached)
+	var namespaces *kube.NamespaceCache
+	if opts.namespaces != nil {
+		namespaces = kube.NewNamespaceCache(clients.CacheKube, opts.namespaces)
+		handler.ServeNamespaces(namespaces.Serves)
+		namespaces.OnServed(handler.EnqueueNamespace)
+	}
 	var poller *sidecarpoll.Poller
 	if opts.sidecarPoll > 0 {
 		poller = sidecarpoll.New(client.ListAllPods, handler.EnqueueMemcached, opts.sidecarPoll, logrus.StandardLogger())
 		handler.ReadSidecarReports(poller)
 	}
-	if err := client.Start(ctx.Done()); err != nil {
+	if err := startCaches(ctx.Done(), namespaces, client); err != nil {
 		if ctx.Err() != nil {
 			logrus.Info("received a termination signal, shutting down")
 			return nil
@@ -217,6 +228,9 @@ func run(opts *options) error {
 	}
 	synced.Store(true)
 	logrus.Infof("watching %s, resync every %v, memcached image %s, sidecar image %s, at most %s concurrent rolls for a change of the operator's pod template", scope, opts.resync, opts.memcachedImage, opts.sidecarImage, opts.maxRolls)
+	if namespaces != nil {
+		logrus.Infof("serving only the namespaces labelled %s", opts.namespaces)
+	}
 	if opts.leaderElect {
 		logrus.Infof("the Lease %s is in namespace %s", component, own)
 	}
@@ -260,6 +274,19 @@ func run(opts *options) error {
 		logrus.Info("received a termination signal, shutting down")
 	}
 	return err
+}
+
+// startCaches runs the cache of served namespaces, if there is one, and
+// the client's caches, and waits until they are filled, failing if stop
+// closes first: a replica is ready only once it knows which namespaces it
+// serves.
+func startCaches(stop <-chan struct{}, namespaces *kube.NamespaceCache, client *kube.CachedClient) error {
+	if namespaces != nil {
+		if err := namespaces.Start(stop); err != nil {
+			return err
+		}
+	}
+	return client.Start(stop)
 }
 
 // memcachedAPIPoll is how often the operator checks, before it starts, whether

@@ -14,6 +14,7 @@ import (
 	"github.com/example-inc/memcached-operator/pkg/sidecarpoll"
 	"github.com/example-inc/memcached-operator/pkg/stub"
 	"github.com/sirupsen/logrus"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/leaderelection"
@@ -57,6 +58,10 @@ type options struct {
 	imagePrefixes   string
 	priorityClasses string
 	policy          memcached.Policy
+	// namespaceSelector is --namespace-selector; validate parses it into
+	// namespaces, nil when it is empty.
+	namespaceSelector string
+	namespaces        labels.Selector
 }
 
 // parseOptions parses args (without the program name). Defaults come from
@@ -106,6 +111,7 @@ func parseOptions(args []string, getenv func(string) string, output io.Writer) (
 		return nil, err
 	}
 	fs.BoolVar(&o.policy.ForbidKeylessTolerations, "forbid-keyless-tolerations", forbidKeyless, "Policy: refuse tolerations with no key and operator Exists, which tolerate every taint, including those of control-plane and dedicated nodes (env FORBID_KEYLESS_TOLERATIONS).")
+	fs.StringVar(&o.namespaceSelector, "namespace-selector", getenv("NAMESPACE_SELECTOR"), "Serve only the Memcacheds of namespaces whose labels match this label selector, such as memcached.example.com/tenant=true or 'tier in (gold,silver)'; empty serves every watched namespace. Only with WATCH_NAMESPACE=\"\" (every namespace): a list names its namespaces already. A Memcached elsewhere is left alone, with no children and no status (env NAMESPACE_SELECTOR).")
 	o.identity = getenv("POD_NAME")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -161,6 +167,13 @@ func (o *options) validate() error {
 	}
 	if err := o.parsePolicy(); err != nil {
 		return err
+	}
+	if o.namespaceSelector != "" {
+		sel, err := labels.Parse(o.namespaceSelector)
+		if err != nil {
+			return fmt.Errorf("--namespace-selector=%q: %v", o.namespaceSelector, err)
+		}
+		o.namespaces = sel
 	}
 	if o.leaderElect {
 		return o.validateElection()

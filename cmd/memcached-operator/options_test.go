@@ -98,6 +98,15 @@ func TestParseOptions(t *testing.T) {
 		{name: "image prefix that ends mid-name", args: []string{"--allowed-image-prefixes=registry.example.com"}, wantErr: `"registry.example.com" must end in '/', ':' or '@'`},
 		{name: "priority class that is no name", args: []string{"--allowed-priority-classes=Cache_High"}, wantErr: `--allowed-priority-classes: "Cache_High" is not the name of a PriorityClass`},
 		{name: "keyless tolerations env that is no boolean", env: map[string]string{"FORBID_KEYLESS_TOLERATIONS": "yes please"}, wantErr: `FORBID_KEYLESS_TOLERATIONS="yes please" is not a boolean`},
+		{name: "no namespace selector by default", check: func(o *options) bool { return o.namespaces == nil }},
+		{name: "namespace selector", args: []string{"--namespace-selector=tier in (gold,silver),!legacy"}, check: func(o *options) bool {
+			return o.namespaces.String() == "!legacy,tier in (gold,silver)"
+		}},
+		{name: "namespace selector from env", env: map[string]string{"NAMESPACE_SELECTOR": "memcached.example.com/tenant=true"}, check: func(o *options) bool {
+			return o.namespaces.String() == "memcached.example.com/tenant=true"
+		}},
+		{name: "namespace selector flag beats env", args: []string{"--namespace-selector="}, env: map[string]string{"NAMESPACE_SELECTOR": "tenant=true"}, check: func(o *options) bool { return o.namespaces == nil }},
+		{name: "namespace selector that does not parse", args: []string{"--namespace-selector=tier in gold"}, wantErr: `--namespace-selector="tier in gold": `},
 		{name: "stray argument", args: []string{"extra"}, wantErr: "unexpected arguments"},
 		{name: "version", args: []string{"--version"}, check: func(o *options) bool { return o.version }},
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/example-inc/memcached-operator/pkg/kube"
 	"github.com/operator-framework/operator-sdk/pkg/util/k8sutil"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -54,4 +55,18 @@ func ownNamespace(getenv func(string) string, scope kube.Scope) (string, error) 
 		return ns, nil
 	}
 	return "", fmt.Errorf("--leader-elect keeps its Lease in the operator's own namespace: set %s to it (the downward API's metadata.namespace in a pod); only with a single %s may it be left unset", podNamespaceEnv, k8sutil.WatchNamespaceEnvVar)
+}
+
+// checkNamespaceSelector refuses a --namespace-selector (selector, nil for
+// none) with any scope but every namespace. A list, or one namespace,
+// already names the namespaces to serve: a selector on top would make a
+// listed namespace that lacks the labels quietly unserved, and would need a
+// ClusterRole to list and watch namespaces that the list's Roles do not
+// grant. Listing the namespaces that the selector would keep says the same
+// with neither.
+func checkNamespaceSelector(scope kube.Scope, selector labels.Selector) error {
+	if selector == nil || scope.All() {
+		return nil
+	}
+	return fmt.Errorf("--namespace-selector=%q applies only with %s=\"\" (every namespace), not with %s: list the namespaces instead", selector, k8sutil.WatchNamespaceEnvVar, scope)
 }

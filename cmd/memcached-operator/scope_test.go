@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"reflect"
 	"strings"
 	"testing"
@@ -69,6 +70,50 @@ func TestOwnNamespace(t *testing.T) {
 			}
 			if err != nil || got != tt.want {
 				t.Errorf("got %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestNamespaceSelectorScope: --namespace-selector narrows every namespace,
+// and is refused, with what to do instead, beside a WATCH_NAMESPACE that
+// names its namespaces.
+func TestNamespaceSelectorScope(t *testing.T) {
+	tests := []struct {
+		name     string
+		watch    string
+		selector string
+		wantErr  string
+	}{
+		{name: "every namespace", watch: ""},
+		{name: "every namespace narrowed by a selector", watch: "", selector: "memcached.example.com/tenant=true"},
+		{name: "one namespace", watch: "team-a"},
+		{name: "a list", watch: "team-a,team-b"},
+		{name: "a selector beside one namespace is refused", watch: "team-a", selector: "tenant=true",
+			wantErr: `--namespace-selector="tenant=true" applies only with WATCH_NAMESPACE="" (every namespace), not with namespace team-a: list the namespaces instead`},
+		{name: "a selector beside a list is refused", watch: "team-b,team-a", selector: "tenant",
+			wantErr: `--namespace-selector="tenant" applies only with WATCH_NAMESPACE="" (every namespace), not with namespaces team-a,team-b: list the namespaces instead`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := map[string]string{"WATCH_NAMESPACE": tt.watch, "NAMESPACE_SELECTOR": tt.selector}
+			opts, err := parseOptions(nil, func(k string) string { return env[k] }, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			scope, err := watchScope(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = checkNamespaceSelector(scope, opts.namespaces)
+			if tt.wantErr != "" {
+				if err == nil || err.Error() != tt.wantErr {
+					t.Fatalf("got %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Errorf("got %v, want nil", err)
 			}
 		})
 	}

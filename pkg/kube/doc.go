@@ -45,6 +45,14 @@
 // it needs (scoped; TestCachedClientListsEachNamespaceOfItsScope,
 // TestCachedClientServesTwoNamespaces).
 //
+// With every namespace, NamespaceCache narrows the Scope to the namespaces
+// whose labels match --namespace-selector: one informer lists and watches
+// those namespaces alone, across the cluster, gives the handler its
+// predicate (Serves) and reports each namespace that becomes served
+// (OnServed), so that its Memcacheds are reconciled at once
+// (TestNamespaceCacheServes, TestNamespaceCacheReportsNamespacesThatBecomeServed,
+// TestNamespaceCacheListsTheSelectedNamespaces).
+//
 // # Children's changes
 //
 // The SDK's informers are private, so informers.go runs informers of its

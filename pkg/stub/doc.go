@@ -87,6 +87,17 @@
 //     --kube-api-timeout (see package kube), so a request left unanswered
 //     fails and its Memcached is retried instead of holding a worker.
 //
+// # Served namespaces
+//
+// The SDK delivers every Memcached of the watched namespaces, and Handle
+// keeps each one; with --namespace-selector, main gives the handler a
+// predicate (ServeNamespaces, from kube.NamespaceCache) that reconcileKey
+// asks before anything else, so that a Memcached of a namespace outside the
+// selector is never reconciled, whatever queued it: no child, no status, no
+// Event, no deletion. A namespace that becomes served queues its known
+// Memcacheds at once (EnqueueNamespace); one that stops being served keeps
+// what was made and written for them (TestLeavesUnservedNamespaceAlone).
+//
 // # Fleet rolls
 //
 // A change on the operator's side (a new default image, an operator whose

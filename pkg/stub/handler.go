@@ -96,6 +96,8 @@ type Handler struct {
 	observe ReconcileObserver
 	// sidecars, if set, tells what the pods' sidecars last reported.
 	sidecars SidecarReports
+	// serves, if set, tells whether the handler may act in a namespace.
+	serves func(namespace string) bool
 }
 
 // SidecarReports tells what the sidecars of pods last reported they could
@@ -201,6 +203,27 @@ func (h *Handler) EnqueueMemcached(namespace, name string) {
 // that much delay in status.nodes. Call it before h handles any event.
 func (h *Handler) BatchChildUpdates(period time.Duration) {
 	h.batch = period
+}
+
+// ServeNamespaces makes h reconcile only the Memcacheds of the namespaces
+// that serves reports true for, such as those that --namespace-selector
+// matches (see kube.NamespaceCache): a Memcached elsewhere gets nothing
+// from h, no child, no status, no Event, no deletion, however often it is
+// queued. h still keeps it as the latest known, so that EnqueueNamespace
+// finds it when its namespace becomes served. Call it before h handles any
+// event.
+func (h *Handler) ServeNamespaces(serves func(namespace string) bool) {
+	h.serves = serves
+}
+
+// EnqueueNamespace asks Run's workers to reconcile, at once, every known
+// Memcached of namespace: the caller's word that the namespace has just
+// become served (see ServeNamespaces).
+func (h *Handler) EnqueueNamespace(namespace string) {
+	q := h.work()
+	for _, key := range h.memcacheds.keysIn(namespace) {
+		q.Add(key)
+	}
 }
 
 // EnforcePolicy makes h refuse every Memcached outside p, with Degraded=True
@@ -322,11 +345,15 @@ func (h *Handler) handleResult(q workqueue.RateLimitingInterface, key string, er
 }
 
 // reconcileKey reconciles the Memcached with the namespace/name key, as the
-// SDK last delivered it.
+// SDK last delivered it, if its namespace is served (see ServeNamespaces).
 func (h *Handler) reconcileKey(key string) error {
 	m, ok := h.memcacheds.get(key)
 	if !ok {
 		// No Memcached of that name: nothing here is ours to manage.
+		return nil
+	}
+	if h.serves != nil && !h.serves(m.Namespace) {
+		// Not ours to touch: what an earlier reconcile made stays as it is.
 		return nil
 	}
 	return h.reconcile(m)
@@ -393,6 +420,19 @@ func (s *memcachedStore) keys() []string {
 	keys := make([]string, 0, len(s.items))
 	for k := range s.items {
 		keys = append(keys, k)
+	}
+	return keys
+}
+
+// keysIn returns the namespace/name of every Memcached held in namespace.
+func (s *memcachedStore) keysIn(namespace string) []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var keys []string
+	for k, m := range s.items {
+		if m.Namespace == namespace {
+			keys = append(keys, k)
+		}
 	}
 	return keys
 }

@@ -71,3 +71,51 @@ func TestServesTwoNamespacesThroughOneClient(t *testing.T) {
 		}
 	}
 }
+
+// TestLeavesUnservedNamespaceAlone: a Memcached whose namespace the
+// handler does not serve (ServeNamespaces) gets no write at all, whether
+// its own event or a child's change queues it, though its Deployment is
+// off its size and its status stale; once its namespace is served,
+// EnqueueNamespace queues it, and it alone of the known Memcacheds, and it
+// is reconciled.
+func TestLeavesUnservedNamespaceAlone(t *testing.T) {
+	m := memcachedtest.NewMemcached("example", 3)
+	elsewhere := memcachedtest.NewMemcached("example", 1)
+	elsewhere.Namespace, elsewhere.UID = "other", "uid-other"
+	f := newFixture(t, append(inSync(m, 1), elsewhere)...)
+	served := map[string]bool{}
+	f.handler.ServeNamespaces(func(namespace string) bool { return served[namespace] })
+
+	if err := f.handle(m, false); err != nil {
+		t.Fatalf("Handle: %v", err)
+	}
+	f.handler.EnqueueMemcached(m.Namespace, m.Name)
+	if err := f.reconcileNext(); err != nil {
+		t.Fatalf("the reconcile of a child's change: %v", err)
+	}
+	checkActions(t, f.client.actions, nil)
+	if len(f.client.created) > 0 || len(f.client.statuses) > 0 {
+		t.Errorf("created %d objects and wrote %d statuses in an unserved namespace, want none", len(f.client.created), len(f.client.statuses))
+	}
+	if got := f.events(); len(got) != 0 {
+		t.Errorf("events: got %q, want none in an unserved namespace", got)
+	}
+
+	served[m.Namespace] = true
+	f.handler.EnqueueNamespace(m.Namespace)
+	if got := f.handler.queue.Len(); got != 1 {
+		t.Fatalf("queued %d reconciles for the namespace that became served, want 1: its one Memcached", got)
+	}
+	if err := f.reconcileNext(); err != nil {
+		t.Fatalf("the reconcile once served: %v", err)
+	}
+	checkActions(t, f.client.actions, []string{
+		"get deployment test/example",
+		"scale deployment test/example 3",
+		"get service test/example",
+		"get poddisruptionbudget test/example",
+		"list pods test app=memcached,memcached_cr=example",
+		"get service test/example",
+		"update memcached/status test/example",
+	})
+}

@@ -181,8 +181,10 @@ func (ns *namespace) serve(watched ...*namespace) {
 // serveAll makes startOperator's operator, which runs as ns's
 // ServiceAccount and keeps its Lease in ns (POD_NAMESPACE), watch every
 // namespace, with deploy/cluster/'s ClusterRole bound to that
-// ServiceAccount until the test ends. Only a test that runs alone may: the
-// operator would reconcile every other test's Memcacheds too.
+// ServiceAccount until the test ends. Only a test that runs alone may, or
+// one whose operator --namespace-selector confines to the test's own
+// namespaces (TestNamespaceSelector): unconfined, the operator would
+// reconcile every other test's Memcacheds too.
 func (ns *namespace) serveAll() {
 	ns.t.Helper()
 	ctx := context.Background()
@@ -200,6 +202,14 @@ func (ns *namespace) serveAll() {
 	})
 	ns.watchAll = true
 	ns.env = append(ns.env, "POD_NAMESPACE="+ns.name)
+}
+
+// label sets the labels of the namespace itself, such as key=value.
+func (ns *namespace) label(labels ...string) {
+	ns.t.Helper()
+	if _, err := cluster.Kubectl().Run(context.Background(), append([]string{"label", "namespace", ns.name}, labels...)...); err != nil {
+		ns.t.Fatal(err)
+	}
 }
 
 // watchNamespace is the WATCH_NAMESPACE of ns's operators: its own name,

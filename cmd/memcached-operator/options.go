@@ -33,7 +33,7 @@ type options struct {
 	// nil for none.
 	window       string
 	windowParsed *memcached.Window
-	sidecarImage   string
+	sidecarImage string
 	// sidecarPoll is how often the sidecars are asked for their reports.
 	sidecarPoll    time.Duration
 	kubeAPIQPS     float64

@@ -18,8 +18,7 @@ import (
 // window's next opening, and a spec change that a user makes to one of
 // them rolls it at once. Then the user moves the other two's window
 // (spec.maintenanceWindow) to one that opens a minute later. No roll of
-// theirs starts before it opens and both finish inside it, one after the
-// other (--max-concurrent-rolls=1).
+// theirs starts before it opens and both finish inside it.
 //
 // Nothing here depends on seeing a state while it lasts a short time:
 // the waiting state of the first part lasts for days, and when each roll
@@ -81,6 +80,10 @@ func TestMaintenanceWindow(t *testing.T) {
 		}
 		return nil
 	})
+	if m, err := ns.memcached(context.Background(), names[0]); err == nil {
+		c := m.Condition("Progressing")
+		t.Logf("memcached %s waits: Progressing %s %s: %s", names[0], c.Status, c.Reason, c.Message)
+	}
 	kube := kubeClient(t)
 	for _, name := range names {
 		if img := deploymentImage(t, kube, ns.name, name); img != oldImage {

@@ -68,7 +68,7 @@ func TestValidateSpec(t *testing.T) {
 		{name: "maintenance window", window: &v1alpha1.MaintenanceWindow{Day: "Sunday", Start: "03:00", Duration: metav1.Duration{Duration: 2 * time.Hour}}},
 		{name: "maintenance window on no weekday", window: &v1alpha1.MaintenanceWindow{Day: "Sun", Start: "03:00", Duration: metav1.Duration{Duration: 2 * time.Hour}}, wantErr: `spec.maintenanceWindow: day "Sun" must be a weekday from Monday to Sunday`},
 		{name: "maintenance window at 24:00", window: &v1alpha1.MaintenanceWindow{Day: "Sunday", Start: "24:00", Duration: metav1.Duration{Duration: 2 * time.Hour}}, wantErr: `spec.maintenanceWindow: start "24:00" must be a time of day`},
-		{name: "maintenance window of 25h", window: &v1alpha1.MaintenanceWindow{Day: "Sunday", Start: "03:00", Duration: metav1.Duration{Duration: 25 * time.Hour}}, wantErr: "spec.maintenanceWindow: duration 25h0m0s must be whole minutes from 1h0m0s to 24h0m0s"},
+		{name: "maintenance window of 25h", window: &v1alpha1.MaintenanceWindow{Day: "Sunday", Start: "03:00", Duration: metav1.Duration{Duration: 25 * time.Hour}}, wantErr: "spec.maintenanceWindow: duration 25h0m0s must be whole minutes from 1h to 24h"},
 		{name: "allowed options", extraArgs: []string{"--conn-limit=2048", "--threads=2", "--extended=hashpower=20,no_lru_crawler", "--disable-cas"}},
 		{name: "largest cache that fits", resources: withMemoryLimit("256Mi"), memoryMB: memcachedtest.Int32p(176)},
 		{name: "short option", extraArgs: []string{"-c", "10"}, wantErr: `spec.extraArgs[0]: "-c" is not one of`},

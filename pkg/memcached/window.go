@@ -17,12 +17,12 @@ const (
 	// the message gives the time of the next opening in RFC 3339, UTC.
 	ReasonWaitingForMaintenanceWindow = "WaitingForMaintenanceWindow"
 
-	// MinWindowDuration and MaxWindowDuration bound a window's duration,
+	// minWindowDuration and maxWindowDuration bound a window's duration,
 	// as ElastiCache bounds its own: shorter than an hour leaves a fleet
 	// roll too little time to start, and a window of more than a day a
-	// week is no window.
-	MinWindowDuration = time.Hour
-	MaxWindowDuration = 24 * time.Hour
+	// week is no window. deploy/crd.yaml's rule holds the same bounds.
+	minWindowDuration = time.Hour
+	maxWindowDuration = 24 * time.Hour
 )
 
 // windowStartPattern is the form of a window's start, HH:MM on a 24-hour
@@ -115,8 +115,8 @@ func newWindow(day, start string, duration time.Duration) (Window, error) {
 	}
 	hours, _ := strconv.Atoi(start[:2])
 	minutes, _ := strconv.Atoi(start[3:])
-	if duration < MinWindowDuration || duration > MaxWindowDuration || duration%time.Minute != 0 {
-		return Window{}, fmt.Errorf("duration %v must be whole minutes from %v to %v", duration, MinWindowDuration, MaxWindowDuration)
+	if duration < minWindowDuration || duration > maxWindowDuration || duration%time.Minute != 0 {
+		return Window{}, fmt.Errorf("duration %v must be whole minutes from 1h to 24h", duration)
 	}
 	return Window{Day: d, Start: time.Duration(hours)*time.Hour + time.Duration(minutes)*time.Minute, Duration: duration}, nil
 }

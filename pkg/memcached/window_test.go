@@ -79,7 +79,7 @@ func TestParseWindow(t *testing.T) {
 		{in: "Sunday 3:00 2h", wantErr: `start "3:00" must be a time of day in UTC as HH:MM`},
 		{in: "Sunday 24:00 2h", wantErr: `start "24:00" must be`},
 		{in: "Sunday 03:60 2h", wantErr: `start "03:60" must be`},
-		{in: "Sunday 03:00 59m", wantErr: "duration 59m0s must be whole minutes from 1h0m0s to 24h0m0s"},
+		{in: "Sunday 03:00 59m", wantErr: "duration 59m0s must be whole minutes from 1h to 24h"},
 		{in: "Sunday 03:00 24h1m", wantErr: "duration 24h1m0s must be whole minutes"},
 		{in: "Sunday 03:00 1h30s", wantErr: "duration 1h0m30s must be whole minutes"},
 		{in: "Sunday 03:00 two", wantErr: `the duration "two" is no Go duration`},

@@ -204,6 +204,10 @@ func run(opts *options) error {
 	handler.ReportProgressEvery(opts.progressEvery)
 	handler.EnforcePolicy(opts.policy)
 	handler.PaceRolls(opts.maxRollsParsed)
+	if opts.windowParsed != nil {
+		handler.UseMaintenanceWindow(*opts.windowParsed)
+		logrus.Infof("rolls for a change of the operator's pod template start only in the maintenance window %s UTC of Memcacheds without their own", opts.windowParsed)
+	}
 	handler.ObserveReconciles(func(took time.Duration, err error) {
 		m.ObserveReconcile(took, reconcileResult(err))
 	})

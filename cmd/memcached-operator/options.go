@@ -30,7 +30,11 @@ type options struct {
 	// maxRolls is --max-concurrent-rolls, parsed by validate.
 	maxRolls       string
 	maxRollsParsed intstr.IntOrString
-	sidecarImage   string
+	// window is --maintenance-window, parsed by validate into windowParsed,
+	// nil for none.
+	window       string
+	windowParsed *memcached.Window
+	sidecarImage string
 	// sidecarPoll is how often the sidecars are asked for their reports.
 	sidecarPoll    time.Duration
 	kubeAPIQPS     float64
@@ -84,6 +88,7 @@ func parseOptions(args []string, getenv func(string) string, output io.Writer) (
 		maxRolls = stub.DefaultMaxConcurrentRolls
 	}
 	fs.StringVar(&o.maxRolls, "max-concurrent-rolls", maxRolls, "How many Memcacheds at most roll at once because the operator's pod template changed (a new --memcached-image or operator version): a number, at least 1, or a percentage of all Memcacheds, rounded up. The next starts once one of them has only Ready pods of the new template. Rolls that a resource's own spec change asks for, and new resources, never wait (env MAX_CONCURRENT_ROLLS, which an OLM Subscription's spec.config.env can set).")
+	fs.StringVar(&o.window, "maintenance-window", getenv("MAINTENANCE_WINDOW"), "Maintenance window of every Memcached without spec.maintenanceWindow, as a weekday, a start time in UTC and a duration from 1h to 24h, such as \"Sunday 03:00 2h\": the rolls that the operator's own changes cause (a new --memcached-image or --sidecar-image, or an operator version that changes the pod template) start only inside it, paced by --max-concurrent-rolls, and finish even after it closes. Empty means no window: they start at once. Spec changes never wait (env MAINTENANCE_WINDOW).")
 	sidecar := getenv("SIDECAR_IMAGE")
 	if sidecar == "" {
 		sidecar = memcached.DefaultSidecarImage
@@ -141,6 +146,13 @@ func (o *options) validate() error {
 		return fmt.Errorf("--max-concurrent-rolls=%v", err)
 	}
 	o.maxRollsParsed = rolls
+	if o.window != "" {
+		w, err := memcached.ParseWindow(o.window)
+		if err != nil {
+			return fmt.Errorf("--maintenance-window=%v", err)
+		}
+		o.windowParsed = &w
+	}
 	if o.sidecarImage == "" {
 		return fmt.Errorf("--sidecar-image must not be empty")
 	}

@@ -50,6 +50,16 @@ func TestParseOptions(t *testing.T) {
 		{name: "bad max concurrent rolls from env", env: map[string]string{"MAX_CONCURRENT_ROLLS": "0"}, wantErr: "must be at least 1"},
 		{name: "a percentage over 100", args: []string{"--max-concurrent-rolls=150%"}, wantErr: "percentage from 1% to 100%"},
 		{name: "no percent sign", args: []string{"--max-concurrent-rolls=ten"}, wantErr: "percentage from 1% to 100%"},
+		{name: "no maintenance window by default", check: func(o *options) bool { return o.windowParsed == nil }},
+		{name: "maintenance window", args: []string{"--maintenance-window=Sunday 03:00 2h"}, check: func(o *options) bool {
+			return *o.windowParsed == memcached.Window{Day: time.Sunday, Start: 3 * time.Hour, Duration: 2 * time.Hour}
+		}},
+		{name: "maintenance window from env", env: map[string]string{"MAINTENANCE_WINDOW": "Friday 22:30 1h30m"}, check: func(o *options) bool {
+			return *o.windowParsed == memcached.Window{Day: time.Friday, Start: 22*time.Hour + 30*time.Minute, Duration: 90 * time.Minute}
+		}},
+		{name: "maintenance window flag beats env", args: []string{"--maintenance-window="}, env: map[string]string{"MAINTENANCE_WINDOW": "Friday 22:30 1h"}, check: func(o *options) bool { return o.windowParsed == nil }},
+		{name: "maintenance window without a duration", args: []string{"--maintenance-window=Sunday 03:00"}, wantErr: `--maintenance-window="Sunday 03:00" must be a weekday, a start time in UTC and a duration`},
+		{name: "maintenance window of 30m", args: []string{"--maintenance-window=Sunday 03:00 30m"}, wantErr: "duration 30m0s must be whole minutes from 1h to 24h"},
 		{name: "default sidecar image", check: func(o *options) bool { return o.sidecarImage == memcached.DefaultSidecarImage }},
 		{name: "sidecar image from env", env: map[string]string{"SIDECAR_IMAGE": "mirror/sidecar:1"}, check: func(o *options) bool { return o.sidecarImage == "mirror/sidecar:1" }},
 		{name: "sidecar flag beats env", args: []string{"--sidecar-image=a:1"}, env: map[string]string{"SIDECAR_IMAGE": "b:2"}, check: func(o *options) bool { return o.sidecarImage == "a:1" }},

@@ -27,10 +27,15 @@ const (
 )
 
 // SpecHash is a short hash of m's spec without spec.size, which the
-// Deployment's replicas carry instead of its template.
+// Deployment's replicas carry instead of its template, and without
+// spec.maintenanceWindow, which the template does not depend on: a change
+// of the window alone must not make the operator's pending change look
+// like the user's, which would roll it at once. A spec without either
+// hashes as it did before the window existed.
 func SpecHash(m *v1alpha1.Memcached) (string, error) {
 	spec := m.Spec.DeepCopy()
 	spec.Size = 0
+	spec.MaintenanceWindow = nil
 	return shortHash(spec)
 }
 

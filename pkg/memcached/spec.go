@@ -92,6 +92,11 @@ func ValidateSpec(m *v1alpha1.Memcached) error {
 	if err := validateSecurity(m); err != nil {
 		return err
 	}
+	if mw := m.Spec.MaintenanceWindow; mw != nil {
+		if _, err := WindowOf(mw); err != nil {
+			return fmt.Errorf("spec.maintenanceWindow: %v", err)
+		}
+	}
 	return validatePlacement(m)
 }
 

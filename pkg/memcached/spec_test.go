@@ -6,12 +6,14 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
 	"github.com/example-inc/memcached-operator/pkg/memcached"
 	"github.com/example-inc/memcached-operator/pkg/memcached/memcachedtest"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -60,8 +62,13 @@ func TestValidateSpec(t *testing.T) {
 		tolerations  []corev1.Toleration
 		nodeSelector map[string]string
 		priority     string
+		window       *v1alpha1.MaintenanceWindow
 		wantErr      string
 	}{
+		{name: "maintenance window", window: &v1alpha1.MaintenanceWindow{Day: "Sunday", Start: "03:00", Duration: metav1.Duration{Duration: 2 * time.Hour}}},
+		{name: "maintenance window on no weekday", window: &v1alpha1.MaintenanceWindow{Day: "Sun", Start: "03:00", Duration: metav1.Duration{Duration: 2 * time.Hour}}, wantErr: `spec.maintenanceWindow: day "Sun" must be a weekday from Monday to Sunday`},
+		{name: "maintenance window at 24:00", window: &v1alpha1.MaintenanceWindow{Day: "Sunday", Start: "24:00", Duration: metav1.Duration{Duration: 2 * time.Hour}}, wantErr: `spec.maintenanceWindow: start "24:00" must be a time of day`},
+		{name: "maintenance window of 25h", window: &v1alpha1.MaintenanceWindow{Day: "Sunday", Start: "03:00", Duration: metav1.Duration{Duration: 25 * time.Hour}}, wantErr: "spec.maintenanceWindow: duration 25h0m0s must be whole minutes from 1h to 24h"},
 		{name: "allowed options", extraArgs: []string{"--conn-limit=2048", "--threads=2", "--extended=hashpower=20,no_lru_crawler", "--disable-cas"}},
 		{name: "largest cache that fits", resources: withMemoryLimit("256Mi"), memoryMB: memcachedtest.Int32p(176)},
 		{name: "short option", extraArgs: []string{"-c", "10"}, wantErr: `spec.extraArgs[0]: "-c" is not one of`},
@@ -170,6 +177,7 @@ func TestValidateSpec(t *testing.T) {
 			m := memcachedtest.NewMemcached("example", 1)
 			m.Spec.ExtraArgs, m.Spec.Resources, m.Spec.MemoryMB = tt.extraArgs, tt.resources, tt.memoryMB
 			m.Spec.Tolerations, m.Spec.NodeSelector, m.Spec.PriorityClassName = tt.tolerations, tt.nodeSelector, tt.priority
+			m.Spec.MaintenanceWindow = tt.window
 			err := memcached.ValidateSpec(m)
 			switch {
 			case tt.wantErr == "" && err != nil:

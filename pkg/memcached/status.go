@@ -82,9 +82,13 @@ type Observation struct {
 	// the kube package's trimDeployment): ReplicaFailure when the ReplicaSet controller
 	// cannot create or delete pods, and Progressing when it is False.
 	DeploymentConditions []appsv1.DeploymentCondition
-	// RollPending, when set, says why the Deployment waits for a roll slot
-	// (see pkg/stub's rolls.go); TemplateHash is then the Deployment's own.
-	RollPending string
+	// RollPending, when set, says why the roll to the operator's new pod
+	// template waits, and RollPendingReason for what: a roll slot
+	// (ReasonRollPending, see pkg/stub's rolls.go) or the maintenance
+	// window (ReasonWaitingForMaintenanceWindow); TemplateHash is then the
+	// Deployment's own.
+	RollPending       string
+	RollPendingReason string
 	// Restoring, when set, says what the reconcile put back of the
 	// Deployment, which someone had changed (see pkg/stub's
 	// restoreDeployment).
@@ -376,7 +380,8 @@ func availableCondition(m *v1alpha1.Memcached, pods []*corev1.Pod) v1alpha1.Memc
 // progressingCondition returns m's Progressing condition when its Deployment is
 // its own and o holds its pods, for the rollout to the size and template of
 // target: True with reason RollPending while the roll to the operator's new
-// pod template waits for a slot (see pkg/stub's rolls.go); else False with
+// pod template waits for a slot (see pkg/stub's rolls.go), or
+// WaitingForMaintenanceWindow while it waits for the window; else False with
 // reason Complete once that many pods of that template are all Ready and no
 // other pod is live; False with the Deployment controller's reason and
 // message once it reports ProgressDeadlineExceeded; otherwise True while a
@@ -387,7 +392,7 @@ func availableCondition(m *v1alpha1.Memcached, pods []*corev1.Pod) v1alpha1.Memc
 // condition gives the detail.
 func progressingCondition(m *v1alpha1.Memcached, o Observation) v1alpha1.MemcachedCondition {
 	if o.RollPending != "" {
-		return newCondition(v1alpha1.MemcachedProgressing, corev1.ConditionTrue, ReasonRollPending, o.RollPending)
+		return newCondition(v1alpha1.MemcachedProgressing, corev1.ConditionTrue, o.RollPendingReason, o.RollPending)
 	}
 	if o.Restoring != "" {
 		return newCondition(v1alpha1.MemcachedProgressing, corev1.ConditionTrue, ReasonRestoring, o.Restoring)

@@ -24,11 +24,14 @@ type desiredDeployment struct {
 	// changed what the operator applied.
 	digest   string
 	manifest *unstructured.Unstructured
-	// pendingHash and pending are set while the Deployment keeps its
-	// template, pendingHash, because the roll to hash waits for a slot
-	// (see rolls.go); pending says why.
-	pendingHash string
-	pending     string
+	// pendingHash, pending and pendingReason are set while the Deployment
+	// keeps its template, pendingHash, because the roll to hash waits for
+	// a slot (see rolls.go) or the maintenance window (see window.go):
+	// pending says why, pendingReason is the Progressing reason that says
+	// for what.
+	pendingHash   string
+	pending       string
+	pendingReason string
 	// restoring is set when the reconcile put back what someone changed
 	// of the Deployment; it says what, for the Progressing condition.
 	restoring string
@@ -47,12 +50,18 @@ func (d *desiredDeployment) statusHash() string {
 	return d.hash
 }
 
-// rollPending returns why the roll to d waits, or "".
-func (d *desiredDeployment) rollPending() string {
+// rollPending returns why the roll to d waits and the reason, or "".
+func (d *desiredDeployment) rollPending() (message, reason string) {
 	if d == nil {
-		return ""
+		return "", ""
 	}
-	return d.pending
+	return d.pending, d.pendingReason
+}
+
+// wait records that the Deployment keeps its template, from, because the
+// roll to d waits, for reason, with message.
+func (d *desiredDeployment) wait(from, reason, message string) {
+	d.pendingHash, d.pendingReason, d.pending = from, reason, message
 }
 
 // restoringMessage returns what the reconcile put back of d, or "".

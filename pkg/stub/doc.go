@@ -113,6 +113,13 @@
 // TestAStuckPacedRollHoldsItsSlot,
 // TestSpecChangesAndNewMemcachedsDoNotWaitForTheFleet).
 //
+// Before it asks for a slot, such a roll waits for the Memcached's
+// maintenance window, spec.maintenanceWindow or --maintenance-window
+// (window.go): outside it the status says WaitingForMaintenanceWindow with
+// the next opening, and the Memcached is queued for that instant
+// (TestAnOperatorChangeWaitsForTheWindow). A roll that started finishes
+// after the window closes.
+//
 // # Status writes
 //
 // Status is computed, compared with the stored one, and written only when it

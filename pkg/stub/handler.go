@@ -87,7 +87,10 @@ type Handler struct {
 	templates  *templateHashes
 	progress   *progressReports
 	rolls      *rollPacer
-	api        *kube.APIMonitor
+	// window, if set, is the maintenance window of Memcacheds without
+	// their own (see window.go).
+	window *memcached.Window
+	api    *kube.APIMonitor
 	// batch delays the reconciles that children's changes ask for.
 	batch time.Duration
 	// policy bounds what a Memcached may ask of its pods.

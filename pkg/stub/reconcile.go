@@ -181,8 +181,11 @@ func (h *Handler) ensureSize(m *v1alpha1.Memcached, d *appsv1.Deployment) *failu
 // put back (see restoreDeployment).
 //
 // A difference that m's spec did not cause, but the operator's default
-// image or version did, waits for a roll slot (see rolls.go): until it gets
-// one, want records why, for the Progressing condition.
+// image or version did, waits for m's maintenance window, if it has one
+// (see window.go), then for a roll slot (see rolls.go): until it gets
+// one, want records why, for the Progressing condition, and m is queued
+// for the window's opening, or for its close while it waits for a slot
+// inside it.
 func (h *Handler) ensurePodTemplate(m *v1alpha1.Memcached, d *appsv1.Deployment, want *desiredDeployment) *failure {
 	key := m.Namespace + "/" + m.Name
 	held := d.Spec.Template.Annotations[memcached.PacedRollAnnotation] != ""
@@ -197,9 +200,21 @@ func (h *Handler) ensurePodTemplate(m *v1alpha1.Memcached, d *appsv1.Deployment,
 	}
 	paced := memcached.OperatorChanged(m, d)
 	if paced {
+		w := h.windowAt(m)
+		if w.closed() {
+			h.rollNotWaiting(key)
+			h.work().AddAfter(key, w.until.Sub(w.now))
+			want.wait(memcached.TemplateOf(d), memcached.ReasonWaitingForMaintenanceWindow, w.waitMessage())
+			return nil
+		}
 		ok, pending := h.acquireRoll(key, want.hash)
 		if !ok {
-			want.pendingHash, want.pending = memcached.TemplateOf(d), pending
+			if w.has {
+				// Once the window closes, the status says that the roll
+				// waits for the next one, not for a slot.
+				h.work().AddAfter(key, w.until.Sub(w.now))
+			}
+			want.wait(memcached.TemplateOf(d), memcached.ReasonRollPending, pending)
 			return nil
 		}
 	} else {
@@ -355,7 +370,8 @@ func (h *Handler) desiredStatus(m *v1alpha1.Memcached, want *desiredDeployment, 
 		}
 		return memcached.UnobservedStatus(m, !applied, f.reason, f.Error(), now), f, nil
 	}
-	o := memcached.Observation{Pods: pods, TemplateHash: want.statusHash(), RollPending: want.rollPending(), Restoring: want.restoringMessage(), ServiceName: h.serviceName(m), Behind: !applied}
+	o := memcached.Observation{Pods: pods, TemplateHash: want.statusHash(), Restoring: want.restoringMessage(), ServiceName: h.serviceName(m), Behind: !applied}
+	o.RollPending, o.RollPendingReason = want.rollPending()
 	if want == nil {
 		// The reconcile stopped before it looked for the Deployment: a
 		// cache read. An error leaves d nil, as if m had none, which

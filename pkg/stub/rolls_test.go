@@ -138,6 +138,9 @@ func TestOperatorChanged(t *testing.T) {
 	}
 	unseen := m.DeepCopy()
 	unseen.Generation = 2
+	windowed := m.DeepCopy()
+	windowed.Generation = 2
+	windowed.Spec.MaintenanceWindow = windowOf(tuesday3am)
 	tests := []struct {
 		name string
 		m    *v1alpha1.Memcached
@@ -147,6 +150,7 @@ func TestOperatorChanged(t *testing.T) {
 		{name: "same spec, another default image", m: m, d: staleDeployment(m, 2), want: true},
 		{name: "a spec change", m: specChanged, d: staleDeployment(m, 2), want: false},
 		{name: "a scale is no spec change of the template", m: scaled, d: staleDeployment(m, 2), want: true},
+		{name: "nor is a new maintenance window", m: windowed, d: staleDeployment(m, 2), want: true},
 		{name: "no record, generation already seen", m: m, d: legacy(m), want: true},
 		{name: "no record, generation not seen yet", m: unseen, d: legacy(m), want: false},
 	}

@@ -156,6 +156,14 @@ func TestRules(t *testing.T) {
 		{"binary protocol without auth", `extraArgs: ["--protocol=binary"]`, ""},
 		{"TLS with client certificates", `tls: {secretName: memcached-tls, clientCertificates: Required}`, ""},
 		{"TLS Secret that is no DNS subdomain", `tls: {secretName: Bad_Name}`, `spec.tls.secretName: Invalid value: "Bad_Name": must be the name of a Secret`},
+		{"maintenance window", `maintenanceWindow: {day: Sunday, start: "03:00", duration: 2h}`, ""},
+		{"maintenance window in hours and minutes", `maintenanceWindow: {day: Saturday, start: "23:30", duration: 1h30m}`, ""},
+		{"maintenance window of 60m", `maintenanceWindow: {day: Monday, start: "00:00", duration: 60m}`, ""},
+		{"maintenance window of a day", `maintenanceWindow: {day: Monday, start: "00:00", duration: 24h}`, ""},
+		{"maintenance window of 25h", `maintenanceWindow: {day: Sunday, start: "03:00", duration: 25h}`, "spec.maintenanceWindow.duration: Invalid value: \"25h\": must be from 1h to 24h in hours and minutes"},
+		{"maintenance window of 59m", `maintenanceWindow: {day: Sunday, start: "03:00", duration: 59m}`, "must be from 1h to 24h"},
+		{"maintenance window with seconds", `maintenanceWindow: {day: Sunday, start: "03:00", duration: 1h30s}`, "must be from 1h to 24h"},
+		{"maintenance window in days", `maintenanceWindow: {day: Sunday, start: "03:00", duration: 1d}`, "must be from 1h to 24h"},
 		{"auth Secret that is no DNS subdomain", `auth: {secretName: Bad_Name}`, `spec.auth.secretName: Invalid value: "Bad_Name": must be the name of a Secret`},
 	}
 	for _, tt := range tests {

@@ -208,10 +208,16 @@ func badInputs() []badInput {
   tolerations:
     - {key: example.com/dedicated, operator: Exists, effect: NoSchedule}
   priorityClassName: `+badInputPriorityClass+`
+  maintenanceWindow: {day: Sunday, start: "03:00", duration: 1h30m}
 `),
 			size:  2,
 			check: fullSpecServed,
 		},
+		// spec.maintenanceWindow: a weekday, a time of day and 1h to 24h.
+		refused("maintenance window on no weekday", "window-day", "spec:\n  size: 1\n  maintenanceWindow: {day: Sun, start: \"03:00\", duration: 2h}\n", `spec.maintenanceWindow.day: Unsupported value: "Sun"`),
+		refused("maintenance window at 3:00", "window-start", "spec:\n  size: 1\n  maintenanceWindow: {day: Sunday, start: \"3:00\", duration: 2h}\n", "spec.maintenanceWindow.start in body should match"),
+		refused("maintenance window of 30m", "window-short", "spec:\n  size: 1\n  maintenanceWindow: {day: Sunday, start: \"03:00\", duration: 30m}\n", `spec.maintenanceWindow.duration: Invalid value: "30m": must be from 1h to 24h`),
+		refused("maintenance window without a duration", "window-open-ended", "spec:\n  size: 1\n  maintenanceWindow: {day: Sunday, start: \"03:00\"}\n", "spec.maintenanceWindow.duration: Required value"),
 		// The kind and version.
 		{
 			name: "unserved version", object: "v1-cache",

@@ -67,6 +67,32 @@ type MemcachedSpec struct {
 	// Monitoring, when enabled, runs the sidecar that serves memcached's
 	// stats as Prometheus metrics on the pods' port named metrics.
 	Monitoring *MemcachedMonitoring `json:"monitoring,omitempty"`
+	// MaintenanceWindow, when set, is the weekly window in which the
+	// operator's own changes to the pods start: a new default or sidecar
+	// image, or the pod template of a new operator release. Nil means the
+	// operator's --maintenance-window, and without one such changes start
+	// at once. Changes of this spec never wait for it, and a change of the
+	// window itself rolls no pod.
+	MaintenanceWindow *MaintenanceWindow `json:"maintenanceWindow,omitempty"`
+}
+
+// MaintenanceWindow is a weekly window in UTC: from Start on Day, for
+// Duration. It is one window a week, as ElastiCache and Memorystore keep
+// theirs, so that whoever reads a Memcached knows at a glance when its pods
+// may be replaced without the user asking; and it is in UTC so that it
+// never moves with daylight saving time. A roll that started inside the
+// window finishes even after it closes: pausing one halfway would leave the
+// cache on two pod templates until the next week.
+type MaintenanceWindow struct {
+	// Day is the weekday the window starts on, Monday to Sunday.
+	Day string `json:"day"`
+	// Start is the time of day, in UTC, at which the window opens, as HH:MM
+	// on a 24-hour clock, such as 03:00.
+	Start string `json:"start"`
+	// Duration is how long the window stays open, from 1h to 24h, in hours
+	// and minutes as a Go duration, such as 2h or 1h30m. A window that
+	// starts late on Day goes on into the next day.
+	Duration metav1.Duration `json:"duration"`
 }
 
 // ClientCertificateMode says whether memcached asks its clients for a

@@ -1,0 +1,273 @@
+package stub
+
+import (
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/example-inc/memcached-operator/pkg/memcached"
+	"github.com/example-inc/memcached-operator/pkg/memcached/memcachedtest"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// The fixture's clock, memcachedtest.Now, reads Sunday 2026-11-29 12:00
+// UTC. tuesday3am is closed then and opens next on 2026-12-01 at 03:00.
+var (
+	tuesday3am  = memcached.Window{Day: time.Tuesday, Start: 3 * time.Hour, Duration: 2 * time.Hour}
+	tuesdayOpen = time.Date(2026, time.December, 1, 3, 0, 0, 0, time.UTC)
+	// sundayNoon is open at memcachedtest.Now, from its start.
+	sundayNoon = memcached.Window{Day: time.Sunday, Start: 12 * time.Hour, Duration: time.Hour}
+)
+
+// delayRecorder is the handler's queue, with the last delay that AddAfter
+// was given for each key.
+type delayRecorder struct {
+	workqueue.RateLimitingInterface
+	mu     sync.Mutex
+	delays map[string]time.Duration
+}
+
+func (q *delayRecorder) AddAfter(item interface{}, d time.Duration) {
+	q.mu.Lock()
+	q.delays[item.(string)] = d
+	q.mu.Unlock()
+	q.RateLimitingInterface.AddAfter(item, d)
+}
+
+// recordDelays makes the fixture's handler queue through a delayRecorder.
+func (f *fixture) recordDelays() *delayRecorder {
+	q := &delayRecorder{RateLimitingInterface: f.handler.queue, delays: map[string]time.Duration{}}
+	f.handler.queue = q
+	return q
+}
+
+// at sets the fixture's clock to t.
+func (f *fixture) at(t time.Time) {
+	f.handler.now = func() metav1.Time { return metav1.NewTime(t) }
+}
+
+// windowOf returns the spec.maintenanceWindow of w.
+func windowOf(w memcached.Window) *v1alpha1.MaintenanceWindow {
+	return &v1alpha1.MaintenanceWindow{
+		Day:      w.Day.String(),
+		Start:    strings.Fields(w.String())[1],
+		Duration: metav1.Duration{Duration: w.Duration},
+	}
+}
+
+// reconcileKeys reconciles each of keys once, as the queue's timer would
+// hand them to a worker, failing the test on an error.
+func (f *fixture) reconcileKeys(keys ...string) {
+	f.t.Helper()
+	for _, k := range keys {
+		if err := f.handler.reconcileKey(k); err != nil {
+			f.t.Fatalf("reconcile %s: %v", k, err)
+		}
+	}
+}
+
+// waitsForTheWindow fails the test unless Memcached name shows
+// Progressing=True WaitingForMaintenanceWindow naming source and next, and
+// its Deployment still runs oldImage.
+func (f *fixture) waitsForTheWindow(name, source string, next time.Time) {
+	f.t.Helper()
+	c := f.progressing(name)
+	if c.Status != corev1.ConditionTrue || c.Reason != memcached.ReasonWaitingForMaintenanceWindow ||
+		!strings.Contains(c.Message, "opens next at "+next.Format(time.RFC3339)) || !strings.Contains(c.Message, "("+source+")") {
+		f.t.Errorf("memcached %s: Progressing %s %s %q, want True %s from %s, opening next at %s", name, c.Status, c.Reason, c.Message,
+			memcached.ReasonWaitingForMaintenanceWindow, source, next.Format(time.RFC3339))
+	}
+	if img := f.client.deployments["test/"+name].Spec.Template.Spec.Containers[0].Image; img != oldImage {
+		f.t.Errorf("deployment %s: image %q, want %q until the window opens", name, img, oldImage)
+	}
+}
+
+func TestAnOperatorChangeWaitsForTheWindow(t *testing.T) {
+	ms, objs := fleet("a", "b")
+	f := newFixture(t, objs...)
+	f.handler.PaceRolls(intstr.FromInt(2))
+	f.handler.UseMaintenanceWindow(tuesday3am)
+	q := f.recordDelays()
+
+	f.handleAll(ms...)
+
+	if got := f.templatePatches(); len(got) != 0 {
+		t.Fatalf("patched %v outside the window, want nothing", got)
+	}
+	for _, m := range ms {
+		f.waitsForTheWindow(m.Name, "--maintenance-window", tuesdayOpen)
+		key := "test/" + m.Name
+		if got, want := q.delays[key], tuesdayOpen.Sub(memcachedtest.Now.Time); got != want {
+			t.Errorf("memcached %s queued again after %v, want %v: at the window's opening", m.Name, got, want)
+		}
+	}
+	if msg := f.progressing("a").Message; !strings.Contains(msg, "Tuesday 03:00 2h UTC") {
+		t.Errorf("message %q, want it to name the window", msg)
+	}
+
+	// The queue hands them over when the window opens.
+	f.at(tuesdayOpen)
+	f.reconcileKeys("test/a", "test/b")
+
+	if got, want := f.templatePatches(), []string{"a", "b"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("patched %v at the window's opening, want %v", got, want)
+	}
+	for _, m := range ms {
+		d := f.client.deployments["test/"+m.Name]
+		if d.Spec.Template.Annotations[memcached.PacedRollAnnotation] != "true" || d.Spec.Template.Spec.Containers[0].Image != memcachedtest.Image {
+			t.Errorf("deployment %s: template %v running %s, want the new template as a paced roll", m.Name, d.Spec.Template.Annotations, d.Spec.Template.Spec.Containers[0].Image)
+		}
+		if c := f.progressing(m.Name); c.Reason != memcached.ReasonRollingUpdate {
+			t.Errorf("memcached %s: Progressing %s %q, want %s", m.Name, c.Reason, c.Message, memcached.ReasonRollingUpdate)
+		}
+	}
+}
+
+func TestAnOperatorChangeRollsInsideTheWindow(t *testing.T) {
+	ms, objs := fleet("a")
+	f := newFixture(t, objs...)
+	f.handler.UseMaintenanceWindow(sundayNoon)
+
+	f.handleAll(ms...)
+
+	if got, want := f.templatePatches(), []string{"a"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("patched %v at the window's start, want %v", got, want)
+	}
+	if c := f.progressing("a"); c.Reason != memcached.ReasonRollingUpdate {
+		t.Errorf("Progressing %s %q, want %s", c.Reason, c.Message, memcached.ReasonRollingUpdate)
+	}
+}
+
+func TestTheSpecWindowOverridesTheDefault(t *testing.T) {
+	ms, objs := fleet("opens", "closed")
+	ms[0].Spec.MaintenanceWindow = windowOf(sundayNoon)
+	ms[1].Spec.MaintenanceWindow = windowOf(tuesday3am)
+	f := newFixture(t, objs...)
+	f.handler.PaceRolls(intstr.FromInt(2))
+	f.handler.UseMaintenanceWindow(memcached.Window{Day: time.Sunday, Start: 11 * time.Hour, Duration: 2 * time.Hour})
+
+	f.handleAll(ms...)
+
+	if got, want := f.templatePatches(), []string{"opens"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("patched %v, want %v: closed's own window is closed although the default is open", got, want)
+	}
+	f.waitsForTheWindow("closed", "spec.maintenanceWindow", tuesdayOpen)
+}
+
+func TestSpecChangesDoNotWaitForTheWindow(t *testing.T) {
+	ms, objs := fleet("a", "b")
+	f := newFixture(t, objs...)
+	f.handler.UseMaintenanceWindow(tuesday3am)
+	changed := ms[1].DeepCopy()
+	changed.Generation = 2
+	changed.Spec.ExtraArgs = []string{"--threads=2"}
+	f.handler.memcacheds.store("test/b", changed)
+	fresh := memcachedtest.NewMemcached("fresh", 2)
+	f.client.memcacheds["test/fresh"] = fresh
+	f.handler.memcacheds.store("test/fresh", fresh)
+
+	f.handleAll(ms[0], changed, fresh)
+
+	if got, want := f.templatePatches(), []string{"b"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("patched %v, want %v: b's own change goes at once, a waits", got, want)
+	}
+	d := f.client.deployments["test/b"]
+	if _, marked := d.Spec.Template.Annotations[memcached.PacedRollAnnotation]; marked || memcached.TemplateOf(d) != memcachedtest.CurrentHash(changed) {
+		t.Errorf("deployment b: template annotations %v, want the new template of its spec, unmarked", d.Spec.Template.Annotations)
+	}
+	if d, ok := f.client.deployments["test/fresh"]; !ok || memcached.TemplateOf(d) != memcachedtest.CurrentHash(fresh) {
+		t.Errorf("memcached fresh: deployment %v, want one created with the new template at once", d)
+	}
+	f.waitsForTheWindow("a", "--maintenance-window", tuesdayOpen)
+}
+
+// TestAWindowChangeIsNoSpecChangeOfThePods: a spec change of the window
+// alone rolls no pod, and leaves a pending change of the operator's the
+// operator's: it waits for the new window instead of rolling at once.
+func TestAWindowChangeIsNoSpecChangeOfThePods(t *testing.T) {
+	settled := memcachedtest.NewMemcached("settled", 2)
+	settled.Status.ObservedGeneration = 1
+	pending, objs := fleet("pending")
+	f := newFixture(t, append(inSync(settled, 2), objs...)...)
+	f.handler.UseMaintenanceWindow(sundayNoon)
+	for _, m := range []*v1alpha1.Memcached{settled, pending[0]} {
+		m.Generation = 2
+		m.Spec.MaintenanceWindow = windowOf(tuesday3am)
+		f.handler.memcacheds.store("test/"+m.Name, m)
+	}
+
+	f.handleAll(settled, pending[0])
+
+	if got := f.templatePatches(); len(got) != 0 {
+		t.Fatalf("patched %v, want nothing: neither template depends on the window, and pending's new window is closed", got)
+	}
+	f.waitsForTheWindow("pending", "spec.maintenanceWindow", tuesdayOpen)
+}
+
+// TestARollWaitingForASlotIsQueuedForTheWindowsClose: inside the window,
+// a Memcached that waits for a slot is queued for the window's close, and
+// then says that it waits for the next window, not for a slot.
+func TestARollWaitingForASlotIsQueuedForTheWindowsClose(t *testing.T) {
+	ms, objs := fleet("a", "b")
+	f := newFixture(t, objs...)
+	f.handler.PaceRolls(intstr.FromInt(1))
+	f.handler.UseMaintenanceWindow(sundayNoon)
+	q := f.recordDelays()
+
+	f.handleAll(ms...)
+
+	if got, want := f.templatePatches(), []string{"a"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("patched %v, want %v", got, want)
+	}
+	if c := f.progressing("b"); c.Reason != memcached.ReasonRollPending {
+		t.Errorf("memcached b: Progressing %s %q, want %s", c.Reason, c.Message, memcached.ReasonRollPending)
+	}
+	if got := q.delays["test/b"]; got != time.Hour {
+		t.Errorf("memcached b queued again after %v, want 1h0m0s: at the window's close", got)
+	}
+
+	closed := memcachedtest.Now.Add(time.Hour)
+	f.at(closed)
+	f.reconcileKeys("test/b")
+
+	if got := f.templatePatches(); len(got) != 0 {
+		t.Fatalf("patched %v after the window closed, want nothing", got)
+	}
+	f.waitsForTheWindow("b", "--maintenance-window", memcachedtest.Now.AddDate(0, 0, 7))
+}
+
+// TestARollStartedInTheWindowFinishesAfterIt: the window governs when a
+// roll starts; once the Deployment has the new template, a closed window
+// changes nothing of it, and its pods go on rolling.
+func TestARollStartedInTheWindowFinishesAfterIt(t *testing.T) {
+	ms, objs := fleet("a")
+	f := newFixture(t, objs...)
+	f.handler.UseMaintenanceWindow(sundayNoon)
+	f.handleAll(ms...)
+	if got, want := f.templatePatches(), []string{"a"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("patched %v, want %v", got, want)
+	}
+
+	f.at(memcachedtest.Now.Add(90 * time.Minute))
+	f.reconcileKeys("test/a")
+
+	for _, a := range f.client.actions {
+		if strings.HasPrefix(a, "apply ") || strings.HasPrefix(a, "patch ") || strings.HasPrefix(a, "scale ") {
+			t.Errorf("after the window closed: %s, want no change of the rolling Deployment", a)
+		}
+	}
+	if c := f.progressing("a"); c.Reason != memcached.ReasonRollingUpdate {
+		t.Errorf("Progressing %s %q, want %s after the window closed", c.Reason, c.Message, memcached.ReasonRollingUpdate)
+	}
+	f.finishRoll(ms[0])
+	f.reconcileKeys("test/a")
+	if c := f.progressing("a"); c.Status != corev1.ConditionFalse || c.Reason != memcached.ReasonComplete {
+		t.Errorf("Progressing %s %s %q, want False %s", c.Status, c.Reason, c.Message, memcached.ReasonComplete)
+	}
+}

@@ -38,6 +38,8 @@ type fakeMemcached struct {
 	// files do not load.
 	refuseRefresh bool
 	stats         map[string]string
+	// extraStats are lines of the reply to stats after those of stats.
+	extraStats []string
 
 	mu       sync.Mutex
 	cert     tls.Certificate
@@ -201,6 +203,9 @@ func (f *fakeMemcached) serve(c net.Conn) {
 		case line == "stats":
 			for k, v := range f.stats {
 				fmt.Fprintf(c, "STAT %s %s\r\n", k, v)
+			}
+			for _, l := range f.extraStats {
+				fmt.Fprintf(c, "%s\r\n", l)
 			}
 			fmt.Fprint(c, "END\r\n")
 		case line == "refresh_certs":

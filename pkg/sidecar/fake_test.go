@@ -248,13 +248,20 @@ func (f *fakeMemcached) count(command string) int {
 // its key, and the CA as ca.crt.
 func writeSecret(t *testing.T, dir string, serial int64) {
 	t.Helper()
+	writeSecretUntil(t, dir, serial, time.Now().Add(time.Hour))
+}
+
+// writeSecretUntil is writeSecret of a certificate that expires at
+// notAfter.
+func writeSecretUntil(t *testing.T, dir string, serial int64, notAfter time.Time) {
+	t.Helper()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	caTmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: notAfter,
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
 	}
 	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
@@ -267,7 +274,7 @@ func writeSecret(t *testing.T, dir string, serial int64) {
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "memcached"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: notAfter,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
 	}

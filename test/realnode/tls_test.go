@@ -245,7 +245,8 @@ func scrapeSidecar(ctx context.Context, p framework.Pod) (string, error) {
 // TLS clients with the CA and a client certificate store and read keys,
 // plaintext clients and clients without a certificate are refused, a wrong
 // password is refused and the right one accepted; every pod's sidecar serves
-// memcached's stats, and get_hits grows after reads; then the Secret gets a
+// memcached's stats under memcached_exporter's names, with the served
+// certificate's notAfter, and the get hits grow after reads; then the Secret gets a
 // certificate from another key, and within rotationBudget every pod's new
 // connections get it while a key written before is still there and no
 // container restarted.

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/sirupsen/logrus/hooks/test"
 )
 
@@ -193,32 +192,20 @@ func gather(t *testing.T, reg *prometheus.Registry) scrape {
 	for _, f := range families {
 		s.types[f.GetName()] = strings.ToLower(f.GetType().String())
 		for _, m := range f.GetMetric() {
-			s.values[seriesName(f.GetName(), m)] = metricValue(m)
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+			}
+			series := f.GetName()
+			if len(labels) > 0 {
+				sort.Strings(labels)
+				series += "{" + strings.Join(labels, ",") + "}"
+			}
+			// One of them is set; the others read 0.
+			s.values[series] = m.GetGauge().GetValue() + m.GetCounter().GetValue() + m.GetUntyped().GetValue()
 		}
 	}
 	return s
-}
-
-func seriesName(name string, m *dto.Metric) string {
-	if len(m.GetLabel()) == 0 {
-		return name
-	}
-	var labels []string
-	for _, l := range m.GetLabel() {
-		labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
-	}
-	sort.Strings(labels)
-	return name + "{" + strings.Join(labels, ",") + "}"
-}
-
-func metricValue(m *dto.Metric) float64 {
-	switch {
-	case m.Gauge != nil:
-		return m.Gauge.GetValue()
-	case m.Counter != nil:
-		return m.Counter.GetValue()
-	}
-	return m.GetUntyped().GetValue()
 }
 
 // value returns series' value, failing the test when the scrape lacks it.

@@ -397,3 +397,29 @@ func logged(hook *test.Hook, msg string) bool {
 	}
 	return false
 }
+
+// TestRefresherNotAfterIsTheServedCertificate checks that the notAfter gauge
+// follows the certificate memcached serves, not the mounted one: after a
+// refused refresh it still says the old certificate's.
+func TestRefresherNotAfterIsTheServedCertificate(t *testing.T) {
+	dir := t.TempDir()
+	served := time.Now().Add(2 * time.Hour).Truncate(time.Second)
+	writeSecretUntil(t, dir, 1, served)
+	f := startFake(t, &fakeMemcached{dir: dir, refuseRefresh: true})
+	log, _ := test.NewNullLogger()
+	r := NewRefresher(Dialer{Addr: f.addr, TLSDir: dir}, log, prometheus.NewRegistry())
+	if n := testutil.CollectAndCount(r.notAfter); n != 0 {
+		t.Errorf("before the first check the gauge has %d series, want none", n)
+	}
+	ctx := context.Background()
+	if err := r.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	writeSecretUntil(t, dir, 2, served.Add(time.Hour))
+	if err := r.Check(ctx); err == nil {
+		t.Fatal("the refused refresh: got no error")
+	}
+	if got := testutil.ToFloat64(r.notAfter); got != float64(served.Unix()) {
+		t.Errorf("after a refused refresh the gauge says %v, want the served certificate's %v", got, served.Unix())
+	}
+}

@@ -173,13 +173,16 @@ func (r *Refresher) Check(ctx context.Context) error {
 	return nil
 }
 
-// failed holds the next try of the files of hash sum until RetryAfter,
-// counts a failed refresh and keeps it as the problem, unless memcached
-// was never seen serving, and returns its error.
+// failed returns the error of a failed refresh of the files of hash sum.
+// Unless memcached was never seen serving (first), as while it starts, it
+// also holds the next try of those files until RetryAfter, counts a failed
+// refresh and keeps it as the problem: the first check that reaches
+// memcached is the next one, and the served certificate's notAfter is
+// known from then on.
 func (r *Refresher) failed(sum [sha256.Size]byte, first bool, format string, args ...interface{}) error {
-	r.failedSum, r.retryAt = sum, time.Now().Add(r.RetryAfter)
 	err := fmt.Errorf(format, args...)
 	if !first {
+		r.failedSum, r.retryAt = sum, time.Now().Add(r.RetryAfter)
 		r.refreshes.WithLabelValues("failure").Inc()
 		r.setProblem(err.Error())
 	}

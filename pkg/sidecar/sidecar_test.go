@@ -354,8 +354,9 @@ func TestRefresherRetryAfter(t *testing.T) {
 }
 
 // TestRefresherWaitsForMemcached checks that checks before memcached
-// listens, as when the sidecar starts first, count no failed refresh, and
-// that the first check that reaches memcached sends nothing.
+// listens, as when the sidecar starts first, count no failed refresh nor
+// hold the next check for RetryAfter, and that the first check that
+// reaches memcached sends nothing.
 func TestRefresherWaitsForMemcached(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -367,6 +368,7 @@ func TestRefresherWaitsForMemcached(t *testing.T) {
 	writeSecret(t, dir, 1)
 	log, _ := test.NewNullLogger()
 	r := NewRefresher(Dialer{Addr: addr, TLSDir: dir}, log, prometheus.NewRegistry())
+	r.RetryAfter = time.Hour
 	for i := 0; i < 2; i++ {
 		if err := r.Check(context.Background()); err == nil || !strings.Contains(err.Error(), "failed to connect") {
 			t.Errorf("check %d without memcached: got %v, want a connection error", i, err)

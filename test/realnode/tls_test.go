@@ -347,9 +347,21 @@ monitoring: {enabled: true}`)
 		"memcached_limit_bytes", "memcached_current_items", "memcached_connections_listener_disabled_total",
 		"memcached_tls_handshake_errors_total", notAfter}
 	for _, p := range o.Pods {
-		page, err := scrapeSidecar(ctx, p)
+		// The sidecar first handshakes once it logs in, after memcached
+		// loaded its -Y file: the pod may be Ready before.
+		var page string
+		err := framework.Eventually(ctx, sidecarAuthShare, "the sidecar of "+p.Metadata.Name+" to report the served certificate's notAfter", func(ctx context.Context) error {
+			var err error
+			if page, err = scrapeSidecar(ctx, p); err != nil {
+				return err
+			}
+			if value(page, notAfter) < 0 {
+				return fmt.Errorf("no %s yet", notAfter)
+			}
+			return nil
+		})
 		if err != nil {
-			t.Fatalf("pod %s: %v", p.Metadata.Name, err)
+			t.Fatalf("pod %s: %v:\n%s", p.Metadata.Name, err, page)
 		}
 		for _, s := range stats {
 			if value(page, s) < 0 {

@@ -137,7 +137,7 @@ func run(args []string) (err error) {
 	}
 	mux := http.NewServeMux()
 	if metricsAddr != "" {
-		reg.MustRegister(&sidecar.StatsCollector{Dialer: d, Log: log})
+		reg.MustRegister(sidecar.NewStatsCollector(d, log))
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	}
 	mux.Handle(sidecar.ReportPath, sidecar.ReportHandler(refresher, reloader))

@@ -55,6 +55,8 @@ type Conn struct {
 	r *bufio.Reader
 	// Peer is the certificate memcached presented, nil without TLS.
 	Peer *x509.Certificate
+	// login is the credential Dial logged in with, zero without auth.
+	login Credential
 }
 
 // Dial connects to memcached, completes the TLS handshake and logs in
@@ -76,6 +78,7 @@ func (d *Dialer) Dial(ctx context.Context) (*Conn, error) {
 			c.Close()
 			return nil, err
 		}
+		c.login = cred
 	}
 	return c, nil
 }
@@ -168,28 +171,13 @@ func (c *Conn) command(req string) (string, error) {
 	return strings.TrimRight(line, "\r\n"), nil
 }
 
-// Stats returns the lines of memcached's stats command, by name.
-func (c *Conn) Stats() (map[string]string, error) {
+// Stats returns memcached's reply to the stats command.
+func (c *Conn) Stats() (StatsReply, error) {
 	_ = c.SetDeadline(time.Now().Add(ioTimeout))
 	if _, err := c.Write([]byte("stats\r\n")); err != nil {
-		return nil, err
+		return StatsReply{}, err
 	}
-	stats := map[string]string{}
-	for {
-		line, err := c.r.ReadString('\n')
-		if err != nil {
-			return nil, err
-		}
-		line = strings.TrimRight(line, "\r\n")
-		if line == "END" {
-			return stats, nil
-		}
-		fields := strings.Fields(line)
-		if len(fields) != 3 || fields[0] != "STAT" {
-			return nil, fmt.Errorf("unexpected reply to stats: %q", line)
-		}
-		stats[fields[1]] = fields[2]
-	}
+	return readStats(c.r)
 }
 
 // RefreshCerts tells memcached to reload its certificate files.

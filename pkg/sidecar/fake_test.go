@@ -38,6 +38,8 @@ type fakeMemcached struct {
 	// files do not load.
 	refuseRefresh bool
 	stats         map[string]string
+	// extraStats are lines of the reply to stats after those of stats.
+	extraStats []string
 
 	mu       sync.Mutex
 	cert     tls.Certificate
@@ -202,6 +204,9 @@ func (f *fakeMemcached) serve(c net.Conn) {
 			for k, v := range f.stats {
 				fmt.Fprintf(c, "STAT %s %s\r\n", k, v)
 			}
+			for _, l := range f.extraStats {
+				fmt.Fprintf(c, "%s\r\n", l)
+			}
 			fmt.Fprint(c, "END\r\n")
 		case line == "refresh_certs":
 			cert, err := LoadPair(f.dir)
@@ -243,13 +248,20 @@ func (f *fakeMemcached) count(command string) int {
 // its key, and the CA as ca.crt.
 func writeSecret(t *testing.T, dir string, serial int64) {
 	t.Helper()
+	writeSecretUntil(t, dir, serial, time.Now().Add(time.Hour))
+}
+
+// writeSecretUntil is writeSecret of a certificate that expires at
+// notAfter.
+func writeSecretUntil(t *testing.T, dir string, serial int64, notAfter time.Time) {
+	t.Helper()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	caTmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: notAfter,
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
 	}
 	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
@@ -262,7 +274,7 @@ func writeSecret(t *testing.T, dir string, serial int64) {
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "memcached"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: notAfter,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
 	}

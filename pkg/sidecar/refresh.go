@@ -34,7 +34,7 @@ type Refresher struct {
 	RetryAfter time.Duration
 
 	refreshes *prometheus.CounterVec
-	notAfter  prometheus.Gauge
+	notAfter  *servedNotAfter
 
 	// served is the hash of the files memcached is known to serve.
 	served [sha256.Size]byte
@@ -65,10 +65,8 @@ func NewRefresher(d Dialer, log logrus.FieldLogger, reg prometheus.Registerer) *
 			Name: "memcached_sidecar_certificate_refreshes_total",
 			Help: "Certificate changes the sidecar made memcached load with refresh_certs, by result: success once new connections get the new certificate, failure otherwise.",
 		}, []string{"result"}),
-		notAfter: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "memcached_sidecar_certificate_not_after_timestamp_seconds",
-			Help: "When the certificate that memcached serves expires, in Unix seconds.",
-		}),
+		notAfter: &servedNotAfter{desc: prometheus.NewDesc("memcached_sidecar_certificate_not_after_timestamp_seconds",
+			"When the certificate that memcached presented to the sidecar's last TLS handshake expires, in Unix seconds; absent before the first.", nil, nil)},
 	}
 	r.refreshes.WithLabelValues("success")
 	r.refreshes.WithLabelValues("failure")
@@ -138,6 +136,7 @@ func (r *Refresher) Check(ctx context.Context) error {
 		return r.failed(sum, first, "failed to connect to memcached: %v", err)
 	}
 	defer c.Close()
+	r.notAfter.observe(c.Peer)
 	if same, err := samePeer(c, leaf.Raw); err != nil {
 		return r.failed(sum, first, "%v", err)
 	} else if same {
@@ -145,7 +144,6 @@ func (r *Refresher) Check(ctx context.Context) error {
 		// or after a refresh that a failed confirmation left unconfirmed.
 		r.served = sum
 		r.setProblem("")
-		r.notAfter.Set(float64(leaf.NotAfter.Unix()))
 		return nil
 	}
 	if err := c.RefreshCerts(); err != nil {
@@ -157,12 +155,12 @@ func (r *Refresher) Check(ctx context.Context) error {
 		return r.failed(sum, false, "failed to connect to memcached after refresh_certs: %v", err)
 	}
 	defer confirm.Close()
+	r.notAfter.observe(confirm.Peer)
 	if same, err := samePeer(confirm, leaf.Raw); err != nil || !same {
 		return r.failed(sum, false, "memcached still serves certificate serial %s after refresh_certs, not the mounted serial %s", serial(confirm), leaf.SerialNumber)
 	}
 	r.served, r.client = sum, &pair
 	r.setProblem("")
-	r.notAfter.Set(float64(leaf.NotAfter.Unix()))
 	r.refreshes.WithLabelValues("success").Inc()
 	r.Log.WithFields(logrus.Fields{
 		"subject":  leaf.Subject.String(),
@@ -175,13 +173,16 @@ func (r *Refresher) Check(ctx context.Context) error {
 	return nil
 }
 
-// failed holds the next try of the files of hash sum until RetryAfter,
-// counts a failed refresh and keeps it as the problem, unless memcached
-// was never seen serving, and returns its error.
+// failed returns the error of a failed refresh of the files of hash sum.
+// Unless memcached was never seen serving (first), as while it starts, it
+// also holds the next try of those files until RetryAfter, counts a failed
+// refresh and keeps it as the problem: the first check that reaches
+// memcached is the next one, and the served certificate's notAfter is
+// known from then on.
 func (r *Refresher) failed(sum [sha256.Size]byte, first bool, format string, args ...interface{}) error {
-	r.failedSum, r.retryAt = sum, time.Now().Add(r.RetryAfter)
 	err := fmt.Errorf(format, args...)
 	if !first {
+		r.failedSum, r.retryAt = sum, time.Now().Add(r.RetryAfter)
 		r.refreshes.WithLabelValues("failure").Inc()
 		r.setProblem(err.Error())
 	}
@@ -227,4 +228,40 @@ func serial(c *Conn) string {
 		return "none"
 	}
 	return c.Peer.SerialNumber.String()
+}
+
+// servedNotAfter is the gauge of the notAfter of the certificate memcached
+// serves, as the Refresher's handshakes see it: what memcached serves,
+// which is the mounted certificate only once a refresh took. It is absent
+// until the first handshake, since a 0 would read as a certificate that
+// expired long ago.
+type servedNotAfter struct {
+	desc *prometheus.Desc
+
+	mu    sync.Mutex
+	value float64
+	seen  bool
+}
+
+// observe takes the notAfter of peer, memcached's certificate; nil, a
+// handshake without one, leaves the gauge as it was.
+func (g *servedNotAfter) observe(peer *x509.Certificate) {
+	if peer == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.value, g.seen = float64(peer.NotAfter.Unix()), true
+}
+
+// Describe implements prometheus.Collector.
+func (g *servedNotAfter) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
+
+// Collect implements prometheus.Collector.
+func (g *servedNotAfter) Collect(ch chan<- prometheus.Metric) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.seen {
+		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, g.value)
+	}
 }

@@ -245,7 +245,8 @@ func scrapeSidecar(ctx context.Context, p framework.Pod) (string, error) {
 // TLS clients with the CA and a client certificate store and read keys,
 // plaintext clients and clients without a certificate are refused, a wrong
 // password is refused and the right one accepted; every pod's sidecar serves
-// memcached's stats, and get_hits grows after reads; then the Secret gets a
+// memcached's stats under memcached_exporter's names, with the served
+// certificate's notAfter, and the get hits grow after reads; then the Secret gets a
 // certificate from another key, and within rotationBudget every pod's new
 // connections get it while a key written before is still there and no
 // container restarted.
@@ -273,6 +274,7 @@ monitoring: {enabled: true}`)
 		}
 		addrs[pod] = addr
 	}
+	servedNotAfter := map[string]time.Time{}
 	for pod, addr := range addrs {
 		c, peer, err := session(ctx, addr, ca, &client, "app", "right-password")
 		if err != nil {
@@ -281,6 +283,7 @@ monitoring: {enabled: true}`)
 		if peer.SerialNumber.Int64() != 100 {
 			t.Errorf("pod %s serves serial %s, want 100", pod, peer.SerialNumber)
 		}
+		servedNotAfter[pod] = peer.NotAfter
 		if reply, err := c.do("set before-rotation 0 0 5\r\nkept!\r\n"); err != nil || reply != "STORED" {
 			t.Fatalf("pod %s: set: %q, %v", pod, reply, err)
 		}
@@ -331,15 +334,34 @@ monitoring: {enabled: true}`)
 		t.Logf("pod %s: TLS with a client certificate and login serve set/get; plaintext, no certificate and a wrong password are refused", pod)
 	}
 
-	// Metrics: every pod's sidecar, through TLS and login, and get_hits
-	// grows with reads.
+	// Metrics: every pod's sidecar, through TLS and login, under
+	// memcached_exporter's names (pkg/sidecar/METRICS.md), the get hits
+	// grow with reads, and the certificate's notAfter is the served one's.
+	const getHits = `memcached_commands_total{command="get",status="hit"}`
+	const notAfter = "memcached_sidecar_certificate_not_after_timestamp_seconds"
 	stats := []string{"memcached_up", `memcached_version{version="1.6.18"}`, "memcached_uptime_seconds", "memcached_current_connections",
-		"memcached_connections_total", "memcached_get_hits_total", "memcached_get_misses_total", "memcached_items_evicted_total",
-		"memcached_current_bytes", "memcached_limit_bytes", "memcached_current_items", "memcached_connections_listener_disabled_total"}
+		"memcached_max_connections", "memcached_connections_total", "memcached_connections_rejected_total", getHits,
+		`memcached_commands_total{command="get",status="miss"}`, `memcached_commands_total{command="set",status="hit"}`,
+		"memcached_read_bytes_total", "memcached_written_bytes_total", "memcached_items_evicted_total",
+		"memcached_items_evicted_unfetched_total", "memcached_items_expired_unfetched_total", "memcached_current_bytes",
+		"memcached_limit_bytes", "memcached_current_items", "memcached_connections_listener_disabled_total",
+		"memcached_tls_handshake_errors_total", notAfter}
 	for _, p := range o.Pods {
-		page, err := scrapeSidecar(ctx, p)
+		// The sidecar first handshakes once it logs in, after memcached
+		// loaded its -Y file: the pod may be Ready before.
+		var page string
+		err := framework.Eventually(ctx, sidecarAuthShare, "the sidecar of "+p.Metadata.Name+" to report the served certificate's notAfter", func(ctx context.Context) error {
+			var err error
+			if page, err = scrapeSidecar(ctx, p); err != nil {
+				return err
+			}
+			if value(page, notAfter) < 0 {
+				return fmt.Errorf("no %s yet", notAfter)
+			}
+			return nil
+		})
 		if err != nil {
-			t.Fatalf("pod %s: %v", p.Metadata.Name, err)
+			t.Fatalf("pod %s: %v:\n%s", p.Metadata.Name, err, page)
 		}
 		for _, s := range stats {
 			if value(page, s) < 0 {
@@ -352,7 +374,15 @@ monitoring: {enabled: true}`)
 		if v := value(page, "memcached_limit_bytes"); v != 64<<20 {
 			t.Errorf("pod %s: memcached_limit_bytes = %v, want 64 MiB", p.Metadata.Name, v)
 		}
-		hits := value(page, "memcached_get_hits_total")
+		for _, reason := range []string{"malformed", "not_a_number"} {
+			if v := value(page, `memcached_sidecar_stats_lines_skipped_total{reason="`+reason+`"}`); v != 0 {
+				t.Errorf("pod %s: the sidecar skipped %v lines of memcached's stats as %s, want none", p.Metadata.Name, v, reason)
+			}
+		}
+		if v, want := value(page, notAfter), float64(servedNotAfter[p.Metadata.Name].Unix()); v != want {
+			t.Errorf("pod %s: %s = %v, want the served certificate's %v", p.Metadata.Name, notAfter, v, want)
+		}
+		hits := value(page, getHits)
 		c, _, err := session(ctx, addrs[p.Metadata.Name], ca, &client, "reader", "other-password")
 		if err != nil {
 			t.Fatal(err)
@@ -367,11 +397,12 @@ monitoring: {enabled: true}`)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if after := value(page, "memcached_get_hits_total"); after != hits+3 {
-			t.Errorf("pod %s: memcached_get_hits_total went from %v to %v after 3 hits, want %v", p.Metadata.Name, hits, after, hits+3)
+		if after := value(page, getHits); after != hits+3 {
+			t.Errorf("pod %s: %s went from %v to %v after 3 hits, want %v", p.Metadata.Name, getHits, hits, after, hits+3)
 		}
-		t.Logf("pod %s: sidecar metrics with TLS and auth: get_hits %v -> %v, curr_items %v, uptime %vs", p.Metadata.Name,
-			hits, value(page, "memcached_get_hits_total"), value(page, "memcached_current_items"), value(page, "memcached_uptime_seconds"))
+		t.Logf("pod %s: sidecar metrics with TLS and auth: get hits %v -> %v, curr_items %v, uptime %vs, TLS handshake errors %v", p.Metadata.Name,
+			hits, value(page, getHits), value(page, "memcached_current_items"), value(page, "memcached_uptime_seconds"),
+			value(page, "memcached_tls_handshake_errors_total"))
 	}
 
 	// Rotation: a certificate from another key, same CA.
@@ -391,6 +422,7 @@ monitoring: {enabled: true}`)
 			c.Close()
 			if peer.SerialNumber.Int64() == 101 {
 				seen[pod] = time.Since(start).Round(time.Second)
+				servedNotAfter[pod] = peer.NotAfter
 			}
 		}
 		if len(seen) < len(addrs) {
@@ -426,6 +458,9 @@ monitoring: {enabled: true}`)
 		}
 		if v := value(page, `memcached_sidecar_certificate_refreshes_total{result="success"}`); v != 1 {
 			t.Errorf("pod %s: refreshes success = %v, want 1", p.Metadata.Name, v)
+		}
+		if v, want := value(page, notAfter), float64(servedNotAfter[p.Metadata.Name].Unix()); v != want {
+			t.Errorf("pod %s: after the rotation %s = %v, want the new certificate's %v", p.Metadata.Name, notAfter, v, want)
 		}
 		out, err := admin.Run(ctx, "logs", p.Metadata.Name, "-c", "sidecar")
 		if err != nil {

@@ -119,17 +119,8 @@ func TestFleetRoll(t *testing.T) {
 	ns.run("delete", "quota", surgeQuota)
 
 	err := framework.Eventually(context.Background(), 5*time.Minute, "every resource to roll to "+newImage, func(ctx context.Context) error {
-		for _, name := range names {
-			o, err := framework.Observe(ctx, ns.kubectl, name)
-			if err != nil {
-				return err
-			}
-			if err := framework.Converged(o, size); err != nil {
-				return err
-			}
-			if c := o.Memcached.Condition("Progressing"); c == nil || c.Status != "False" || c.Reason != "Complete" {
-				return fmt.Errorf("memcached %s: Progressing %+v, want False Complete", name, c)
-			}
+		if err := convergedAndComplete(ctx, ns, names, size); err != nil {
+			return err
 		}
 		s := sampler.snapshot()
 		if s.err != nil {
@@ -153,6 +144,25 @@ func TestFleetRoll(t *testing.T) {
 	if s.max == 0 {
 		t.Errorf("no sample saw a roll in flight in %d samples: the sampler is blind", s.samples)
 	}
+}
+
+// convergedAndComplete returns nil when every Memcached of names in ns has
+// converged on size pods and says Progressing=False Complete: a roll that
+// has ended, as a user waiting on it sees it.
+func convergedAndComplete(ctx context.Context, ns *namespace, names []string, size int) error {
+	for _, name := range names {
+		o, err := framework.Observe(ctx, ns.kubectl, name)
+		if err != nil {
+			return err
+		}
+		if err := framework.Converged(o, size); err != nil {
+			return err
+		}
+		if c := o.Memcached.Condition("Progressing"); c == nil || c.Status != "False" || c.Reason != "Complete" {
+			return fmt.Errorf("memcached %s: Progressing %+v, want False Complete", name, c)
+		}
+	}
+	return nil
 }
 
 // surgeQuota is the ResourceQuota of holdSurges.

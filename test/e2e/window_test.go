@@ -105,17 +105,10 @@ func TestMaintenanceWindow(t *testing.T) {
 	t.Logf("window-a and window-b wait for %s; the default window opens at %s", opening.Format(time.RFC3339), farOpening.Format(time.RFC3339))
 
 	err := framework.Eventually(context.Background(), time.Until(opening)+5*time.Minute, "every Memcached to roll to "+newImage, func(ctx context.Context) error {
+		if err := convergedAndComplete(ctx, ns, names, size); err != nil {
+			return err
+		}
 		for _, name := range names {
-			o, err := framework.Observe(ctx, ns.kubectl, name)
-			if err != nil {
-				return err
-			}
-			if err := framework.Converged(o, size); err != nil {
-				return err
-			}
-			if c := o.Memcached.Condition("Progressing"); c == nil || c.Status != "False" || c.Reason != "Complete" {
-				return fmt.Errorf("memcached %s: Progressing %+v, want False Complete", name, c)
-			}
 			if img := deploymentImage(t, kube, ns.name, name); img != newImage {
 				return fmt.Errorf("deployment %s runs %s", name, img)
 			}

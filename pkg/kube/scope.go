@@ -2,7 +2,7 @@ package kube
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -30,48 +30,31 @@ func ParseScope(s string) (Scope, error) {
 	if s == "" {
 		return AllNamespaces, nil
 	}
-	seen := map[string]bool{}
 	var namespaces []string
 	for _, item := range strings.Split(s, ",") {
 		name := strings.TrimSpace(item)
-		if name == "" || seen[name] {
+		if name == "" {
 			continue
 		}
 		if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
 			return Scope{}, fmt.Errorf("%q is not a namespace's name: %s", name, strings.Join(errs, "; "))
 		}
-		seen[name] = true
 		namespaces = append(namespaces, name)
 	}
 	if len(namespaces) == 0 {
 		return Scope{}, fmt.Errorf("%q names no namespace: set it to \"\" for every namespace, or to a comma-separated list of namespaces", s)
 	}
-	return Scope{namespaces: sortedCopy(namespaces)}, nil
+	return NewScope(namespaces...), nil
 }
 
-// NewScope returns the Scope of namespaces, which must be valid names; none
-// is every namespace.
+// NewScope returns the Scope of namespaces, which must be valid names,
+// sorted and without duplicates, so that the log and the watches follow one
+// order however WATCH_NAMESPACE lists them; none is every namespace.
 func NewScope(namespaces ...string) Scope {
 	if len(namespaces) == 0 {
 		return AllNamespaces
 	}
-	seen := map[string]bool{}
-	var unique []string
-	for _, ns := range namespaces {
-		if !seen[ns] {
-			seen[ns] = true
-			unique = append(unique, ns)
-		}
-	}
-	return Scope{namespaces: sortedCopy(unique)}
-}
-
-// sortedCopy returns names sorted, so that the log and the watches
-// follow one order however WATCH_NAMESPACE lists them.
-func sortedCopy(names []string) []string {
-	out := append([]string(nil), names...)
-	sort.Strings(out)
-	return out
+	return Scope{namespaces: slices.Compact(slices.Sorted(slices.Values(namespaces)))}
 }
 
 // All reports whether s is every namespace.
@@ -84,19 +67,6 @@ func (s Scope) Namespaces() []string {
 		return []string{""}
 	}
 	return append([]string(nil), s.namespaces...)
-}
-
-// Contains reports whether s serves namespace.
-func (s Scope) Contains(namespace string) bool {
-	if s.All() {
-		return true
-	}
-	for _, ns := range s.namespaces {
-		if ns == namespace {
-			return true
-		}
-	}
-	return false
 }
 
 // Single returns the one namespace of s and true, or "" and false when s

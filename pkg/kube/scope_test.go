@@ -53,25 +53,20 @@ func TestParseScope(t *testing.T) {
 	}
 }
 
-func TestScopeContains(t *testing.T) {
+func TestScopeSingle(t *testing.T) {
 	tests := []struct {
-		scope      Scope
-		namespace  string
-		want       bool
-		wantSingle bool
+		scope Scope
+		want  string
+		ok    bool
 	}{
-		{scope: AllNamespaces, namespace: "anything", want: true},
-		{scope: NewScope("a"), namespace: "a", want: true, wantSingle: true},
-		{scope: NewScope("a"), namespace: "b", want: false, wantSingle: true},
-		{scope: NewScope("a", "b", "a"), namespace: "b", want: true},
-		{scope: NewScope("a", "b"), namespace: "c", want: false},
+		{scope: AllNamespaces},
+		{scope: NewScope("a"), want: "a", ok: true},
+		{scope: NewScope("a", "a"), want: "a", ok: true},
+		{scope: NewScope("b", "a"), ok: false},
 	}
 	for _, tt := range tests {
-		if got := tt.scope.Contains(tt.namespace); got != tt.want {
-			t.Errorf("%s contains %q: got %t, want %t", tt.scope, tt.namespace, got, tt.want)
-		}
-		if _, got := tt.scope.Single(); got != tt.wantSingle {
-			t.Errorf("%s is a single namespace: got %t, want %t", tt.scope, got, tt.wantSingle)
+		if got, ok := tt.scope.Single(); got != tt.want || ok != tt.ok {
+			t.Errorf("%s: Single() = %q, %t; want %q, %t", tt.scope, got, ok, tt.want, tt.ok)
 		}
 	}
 }

@@ -170,36 +170,11 @@ func (c *Cluster) Pause(component string, max time.Duration) (resume func() erro
 	}, nil
 }
 
-// ScaleNodes makes the cluster have n KWOK fake nodes (kwokctl scale node) and
-// waits until at least n nodes are Ready. A fake node takes 110 pods.
+// ScaleNodes makes the cluster have n KWOK fake nodes, made as cluster.sh up
+// makes them (with ephemeral storage, which every container the operator
+// builds requests), and waits until at least n nodes are Ready. A fake node
+// takes 110 pods.
 func (c *Cluster) ScaleNodes(ctx context.Context, n int) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, c.paths.Tool("kwokctl"), "-v", "WARN", "scale", "node", "--name", c.Name, "--replicas", strconv.Itoa(n))
-	cmd.Env = append(os.Environ(), "KWOK_WORKDIR="+c.kwokWorkdir())
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("kwokctl scale node --replicas %d: %v: %s", n, err, out)
-	}
-	return Eventually(ctx, time.Minute, fmt.Sprintf("%d Ready nodes", n), func(ctx context.Context) error {
-		var nodes struct {
-			Items []struct {
-				Status struct{ Conditions []Condition } `json:"status"`
-			} `json:"items"`
-		}
-		if err := c.Kubectl().GetJSON(ctx, &nodes, "nodes"); err != nil {
-			return err
-		}
-		ready := 0
-		for _, node := range nodes.Items {
-			for _, cond := range node.Status.Conditions {
-				if cond.Type == "Ready" && cond.Status == "True" {
-					ready++
-				}
-			}
-		}
-		if ready < n {
-			return fmt.Errorf("%d of %d nodes Ready", ready, len(nodes.Items))
-		}
-		return nil
-	})
+	_, err := c.script(ctx, "scale", c.Name, c.Kubeconfig, strconv.Itoa(n))
+	return err
 }

@@ -15,6 +15,8 @@
 #   cluster.sh recreate NAME KUBECONFIG [NODES]
 #                                           delete NAME if it exists, then create it
 #                                           fresh (test suites: no leftover objects).
+#   cluster.sh scale NAME KUBECONFIG NODES  ensure NODES fake nodes in running cluster
+#                                           NAME, each as up makes them (make bench).
 #   cluster.sh down NAME KUBECONFIG         delete NAME and its kubeconfig.
 #   cluster.sh status NAME KUBECONFIG       succeed when NAME answers /readyz and all
 #                                           its components run.
@@ -204,12 +206,25 @@ cmd_up() {
   wait_for 60 "cluster ${name} to answer /readyz" healthy "${kubeconfig}"
 
   if ((nodes > 0)); then
-    log "ensuring ${nodes} fake nodes"
-    "${KWOKCTL}" -v WARN scale node --name "${name}" --replicas "${nodes}" \
-      --param ".allocatable[\"ephemeral-storage\"]=\"${NODE_STORAGE}\"" >&2
-    wait_for 60 "${nodes} Ready nodes" nodes_ready "${kubeconfig}" "${nodes}"
+    scale_nodes "${name}" "${kubeconfig}" "${nodes}"
   fi
   log "cluster ${name} is ready (KUBECONFIG=${kubeconfig})"
+}
+
+# scale_nodes ensures COUNT fake nodes in cluster NAME, each offering
+# NODE_STORAGE, and waits until they are Ready.
+scale_nodes() {
+  local name="$1" kubeconfig="$2" nodes="$3"
+  log "ensuring ${nodes} fake nodes"
+  "${KWOKCTL}" -v WARN scale node --name "${name}" --replicas "${nodes}" \
+    --param ".allocatable[\"ephemeral-storage\"]=\"${NODE_STORAGE}\"" >&2
+  wait_for 120 "${nodes} Ready nodes" nodes_ready "${kubeconfig}" "${nodes}"
+}
+
+cmd_scale() {
+  (($# == 3)) || fatal "usage: cluster.sh scale NAME KUBECONFIG NODES"
+  require_tools kwokctl kubectl
+  scale_nodes "$@"
 }
 
 # nodes_ready succeeds when at least COUNT nodes report Ready=True.
@@ -295,17 +310,18 @@ EOF
 }
 
 main() {
-  (($# >= 1)) || fatal "usage: cluster.sh up|recreate|down|status|logs|sa-kubeconfig ... (see the header)"
+  (($# >= 1)) || fatal "usage: cluster.sh up|recreate|scale|down|status|logs|sa-kubeconfig ... (see the header)"
   local cmd="$1"
   shift
   case "${cmd}" in
     up) cmd_up "$@" ;;
     recreate) cmd_recreate "$@" ;;
+    scale) cmd_scale "$@" ;;
     down) cmd_down "$@" ;;
     status) cmd_status "$@" ;;
     logs) cmd_logs "$@" ;;
     sa-kubeconfig) cmd_sa_kubeconfig "$@" ;;
-    -h | --help) sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' ;;
+    -h | --help) sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' ;;
     *) fatal "unknown command ${cmd}" ;;
   esac
 }

@@ -167,7 +167,9 @@ func PodSpec(m *v1alpha1.Memcached, defaultImage, sidecarImage string) corev1.Po
 		spec.SecurityContext.FSGroup = &uid
 	}
 	if needsSidecar(m) {
-		spec.Containers = append(spec.Containers, sidecarContainer(m, sidecarImage, mounts, security))
+		cmVolumes, cmMounts := discoveryVolumes(m)
+		spec.Volumes = append(spec.Volumes, cmVolumes...)
+		spec.Containers = append(spec.Containers, sidecarContainer(m, sidecarImage, append(mounts[:len(mounts):len(mounts)], cmMounts...), security))
 	}
 	if sharesProcesses(m) {
 		share := true

@@ -193,6 +193,9 @@ func TestPodOfDiscovery(t *testing.T) {
 			} else if volume != nil {
 				t.Errorf("volume without discovery: %+v", volume)
 			}
+			if on && (spec.SecurityContext.FSGroup == nil || *spec.SecurityContext.FSGroup != 11211) {
+				t.Errorf("fsGroup: got %v, want 11211, the group that may read the ConfigMap's file", spec.SecurityContext.FSGroup)
+			}
 			if discoveryMounts != want || discoveryPorts != want {
 				t.Errorf("got %d mounts and %d ports of discovery, want %d", discoveryMounts, discoveryPorts, want)
 			}

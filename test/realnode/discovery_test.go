@@ -106,7 +106,7 @@ func waitEveryPodServes(t *testing.T, dial func(context.Context, string) (*mcCon
 			c.Close()
 			switch {
 			case err != nil:
-				return framework.Permanent(fmt.Errorf("pod %s: %v", pod, err))
+				waiting = append(waiting, fmt.Sprintf("%s: %v", pod, err))
 			case r.version < after:
 				return framework.Permanent(fmt.Errorf("pod %s serves version %d, below %d, served before", pod, r.version, after))
 			case r.version == after || !slices.Equal(r.nodes, want):
@@ -271,7 +271,7 @@ func (f *serviceForwarder) serve() {
 // (through serviceForwarder, which stands in for the cluster's DNS on the
 // host). It finds the pods, stores and reads keys, and follows a scale from 2
 // to 4 to 2 pods and a deleted pod, without a restart: after each change,
-// every pod serves the new membership at one version higher than before
+// every pod serves the new membership at a higher version than before
 // within the kubelet's sync of the pods (syncFrequency and half of it, read
 // from the kubelet), the client lists it within its poll interval after that,
 // and the keys on the pods that stayed read back through it.
@@ -369,12 +369,11 @@ func TestDiscoveryWithTheNPMClient(t *testing.T) {
 		}
 		ready := time.Now()
 		nodes, endpoints = readyNodes(o)
+		// Each pod that becomes Ready or goes is a change of its own,
+		// unless the operator sees several in one reconcile; the version
+		// grows by one per change (TestDiscoveryFollowsTheMembership) and
+		// never goes back (waitEveryPodServes).
 		served, next := waitEveryPodServes(t, dialPlain, endpoints, nodes, version, ready, propagation)
-		if next != version+1 && s.name != "a pod deleted" {
-			// A deleted pod is one change, its replacement another, or
-			// both at once when the replacement is Ready first.
-			t.Errorf("%s: version %d after %d, want one more", s.name, next, version)
-		}
 		version = next
 		took := clientLists(nodes, ready)
 		t.Logf("%s: the status listed the new pods %v after the change; every pod served version %d %v after that (pods: %v); the npm client listed %v %v after that (poll interval %v)",

@@ -70,6 +70,8 @@ type ownedChild[T kube.Object] struct {
 	// restoreFailed is the message of a failed restore, formatted with the
 	// child's namespace, name and the error.
 	restoreFailed string
+	// wrote, if set, is told the child that a create or a restore wrote.
+	wrote func(h *Handler, m *v1alpha1.Memcached, written T)
 	// created, restored and deleted are the Normal Events recorded when
 	// the operator creates, restores or deletes the child; a zero one
 	// records nothing.
@@ -130,6 +132,9 @@ func (c *ownedChild[T]) ensure(h *Handler, m *v1alpha1.Memcached) *failure {
 		return f
 	}
 	if created {
+		if c.wrote != nil {
+			c.wrote(h, m, want)
+		}
 		c.created.record(h, m, m.Name)
 		return nil
 	}
@@ -169,6 +174,9 @@ func (c *ownedChild[T]) ensure(h *Handler, m *v1alpha1.Memcached) *failure {
 		return newFailure(c.updateFailed, c.restoreFailed, got.GetNamespace(), got.GetName(), err)
 	}
 	if !holds {
+		if c.wrote != nil {
+			c.wrote(h, m, want)
+		}
 		c.restored.record(h, m, got.GetName())
 	}
 	if labels != nil && c.restored.reason != "" {

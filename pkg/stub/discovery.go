@@ -2,6 +2,7 @@ package stub
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
 	"github.com/example-inc/memcached-operator/pkg/kube"
@@ -10,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 const (
@@ -58,6 +60,11 @@ var discoveryChild = &ownedChild[*corev1.ConfigMap]{
 	restore: func(_, want *corev1.ConfigMap) map[string]interface{} {
 		return map[string]interface{}{"/data": want.Data}
 	},
+	wrote: func(h *Handler, m *v1alpha1.Memcached, written *corev1.ConfigMap) {
+		if c, ok := memcached.DiscoveryCluster(written); ok {
+			h.written.put(m.Namespace+"/"+m.Name, m.UID, c)
+		}
+	},
 	restoreFailed: "failed to write the membership into configmap %s/%s: %w",
 	created:       event{ReasonDiscoveryCreated, "Created configmap %s, the membership that the discovery endpoint serves"},
 	restored:      event{ReasonDiscoveryUpdated, "Wrote a new membership into configmap %s"},
@@ -75,9 +82,12 @@ var configMapKind = &kube.Kind{
 // wantDiscovery returns the discovery ConfigMap of m: the membership of
 // m's Ready pods as the client's cache shows them, at the version that
 // memcached.NextCluster gives against the ConfigMap that the cache holds,
-// if it is m's own. A ConfigMap that the cache does not show yet, although
-// it exists, only makes the create fail with AlreadyExists, after which
-// the next reconcile reads it.
+// if it is m's own, or against what this process last wrote into it, when
+// that is newer: the cache shows a write of the operator's own a moment
+// after it, and a reconcile in that moment whose pods changed again must
+// still go one version above the write, not reuse its version for another
+// membership. A restart or a new leader starts from the cache alone, which
+// then holds every write before it.
 func wantDiscovery(h *Handler, m *v1alpha1.Memcached) (*corev1.ConfigMap, error) {
 	pods, err := h.client.ListPods(m.Namespace, m.Name)
 	if err != nil {
@@ -91,6 +101,9 @@ func wantDiscovery(h *Handler, m *v1alpha1.Memcached) (*corev1.ConfigMap, error)
 	ok := false
 	if err == nil && got.GetDeletionTimestamp() == nil && metav1.IsControlledBy(got, m) {
 		stored, ok = memcached.DiscoveryCluster(got)
+	}
+	if w, found := h.written.get(m.Namespace+"/"+m.Name, m.UID); found && (!ok || w.Version > stored.Version) {
+		stored, ok = w, true
 	}
 	next := memcached.NextCluster(m, stored, ok, memcached.ReadyNodes(memcached.OwnPods(m.Name, pods)))
 	return memcached.NewDiscoveryConfigMap(m, next), nil
@@ -121,4 +134,43 @@ func (h *Handler) discoveryVersion(m *v1alpha1.Memcached) int64 {
 		v = c.Version
 	}
 	return v
+}
+
+// writtenClusters remembers the membership last written into each
+// Memcached's discovery ConfigMap, by namespace/name, for the Memcached's
+// UID. Safe for concurrent use.
+type writtenClusters struct {
+	mu    sync.Mutex
+	items map[string]writtenCluster
+}
+
+type writtenCluster struct {
+	uid     types.UID
+	cluster sidecar.Cluster
+}
+
+func newWrittenClusters() *writtenClusters {
+	return &writtenClusters{items: map[string]writtenCluster{}}
+}
+
+func (w *writtenClusters) get(key string, uid types.UID) (sidecar.Cluster, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e, ok := w.items[key]
+	if !ok || e.uid != uid {
+		return sidecar.Cluster{}, false
+	}
+	return e.cluster, true
+}
+
+func (w *writtenClusters) put(key string, uid types.UID, c sidecar.Cluster) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.items[key] = writtenCluster{uid: uid, cluster: c}
+}
+
+func (w *writtenClusters) delete(key string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.items, key)
 }

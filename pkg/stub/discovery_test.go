@@ -312,3 +312,29 @@ func TestRestoresTheLabelsOfTheDiscoveryConfigMap(t *testing.T) {
 		t.Errorf("data: got %q, want it unchanged", got.Data[memcached.DiscoveryKey])
 	}
 }
+
+// TestDiscoveryGoesOnFromItsOwnWrite: a reconcile that comes before the
+// cache shows the operator's own last write, and finds the pods changed
+// again, goes one version above that write instead of reusing its version
+// for another membership, which clients that keep the highest version
+// would ignore.
+func TestDiscoveryGoesOnFromItsOwnWrite(t *testing.T) {
+	m := withDiscovery(memcachedtest.NewMemcached("example", 2), 0)
+	f := newFixture(t, inSync(m, 2, readyPod(m, "example-a", "198.18.0.10", true), readyPod(m, "example-b", "198.18.0.2", true),
+		readyPod(m, "example-c", "198.18.0.3", false))...)
+	if err := f.handle(m, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.client.configMaps["test/example"].Data[memcached.DiscoveryKey]; got != "1\n"+twoNodes {
+		t.Fatalf("first write: got %q", got)
+	}
+	// The cache has not seen the write yet, nor the status that records it.
+	delete(f.client.configMaps, "test/example")
+	f.client.pods[2].Status.Conditions[0].Status = corev1.ConditionTrue
+	if err := f.handle(m, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.client.configMaps["test/example"].Data[memcached.DiscoveryKey]; got != "2\n"+threeNodes {
+		t.Errorf("second write: got %q, want version 2 with the third pod", got)
+	}
+}

@@ -70,7 +70,8 @@ type Discovery struct {
 	// says it, such as 1.6.18: the engine version that clients compare with
 	// 1.4.14 to choose the command they ask the membership with.
 	Version func(ctx context.Context) (string, error)
-	Log     logrus.FieldLogger
+	// Log takes what the endpoint serves in place of a file it cannot use.
+	Log logrus.FieldLogger
 
 	mu sync.Mutex
 	// served is the last membership served; version is memcached's

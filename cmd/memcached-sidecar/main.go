@@ -1,8 +1,10 @@
 // Command memcached-sidecar runs beside memcached in the pods of a Memcached
 // with TLS, auth or monitoring: it makes memcached reload its certificate
 // (pkg/sidecar.Refresher) and its -Y file (pkg/sidecar.AuthReloader) when
-// the kubelet updates the mounted Secrets, and serves memcached's stats as
-// Prometheus metrics (pkg/sidecar.StatsCollector).
+// the kubelet updates the mounted Secrets, serves memcached's stats as
+// Prometheus metrics (pkg/sidecar.StatsCollector), and answers
+// ElastiCache's auto discovery with the mounted membership
+// (pkg/sidecar.Discovery).
 //
 // In the pods it runs with --supervise: the process the container starts
 // only supervises (pkg/sidecar.Supervisor) a worker, this command again
@@ -46,7 +48,7 @@ func main() {
 func run(args []string) (err error) {
 	fs := flag.NewFlagSet("memcached-sidecar", flag.ContinueOnError)
 	var d sidecar.Dialer
-	var metricsAddr, statusAddr, authFile, workerAddr string
+	var metricsAddr, statusAddr, authFile, workerAddr, discoveryAddr, discoveryFile string
 	var interval, retry time.Duration
 	var supervise, worker bool
 	fs.StringVar(&d.Addr, "memcached", "127.0.0.1:11211", "memcached's host:port.")
@@ -57,6 +59,8 @@ func run(args []string) (err error) {
 	fs.StringVar(&statusAddr, "status-addr", "", "Address of the HTTP server for /status and /healthz alone, without --metrics-addr, such as :9150; empty serves none.")
 	fs.DurationVar(&interval, "refresh-interval", time.Second, "How often the mounted certificate files and -Y file are compared with those memcached serves.")
 	fs.DurationVar(&retry, "refresh-retry", 5*time.Second, "How long a failed refresh of the same certificate files, or load of the same -Y file, waits before it is tried again.")
+	fs.StringVar(&discoveryAddr, "discovery-addr", "", "Address where the worker answers ElastiCache's \"config get cluster\", \"get AmazonElastiCache:cluster\" and \"version\", such as :11212, with TLS and the login of --tls-dir, --client-cert and --auth-file; empty serves none.")
+	fs.StringVar(&discoveryFile, "discovery-file", "", "With --discovery-addr: the membership to serve, the discovery ConfigMap's key as the kubelet mounts it, read at every request.")
 	fs.BoolVar(&supervise, "supervise", false, "Do the work in a child process, the worker (this command with --worker), and restart it with backoff whenever it exits: this process stays up, so the container keeps running and the pod stays Ready. It serves /status, which reports a failing worker as SidecarFailing, /healthz, about itself alone, and the worker's /metrics on --metrics-addr or --status-addr.")
 	fs.StringVar(&workerAddr, "worker-addr", "127.0.0.1:9151", "With --supervise: the loopback address where the worker serves its own /status and /metrics.")
 	fs.BoolVar(&worker, "worker", false, "Run as the worker of --supervise, which sets it: raise this process's oom_score_adj, so that an OOM in the container kills the worker rather than its supervisor, and write the error it exits on to file descriptor 3.")
@@ -70,8 +74,11 @@ func run(args []string) (err error) {
 			}
 		}()
 	}
-	if d.TLSDir == "" && authFile == "" && metricsAddr == "" {
-		return errors.New("nothing to do: set --tls-dir, --auth-file, --metrics-addr or several")
+	if d.TLSDir == "" && authFile == "" && metricsAddr == "" && discoveryAddr == "" {
+		return errors.New("nothing to do: set --tls-dir, --auth-file, --metrics-addr, --discovery-addr or several")
+	}
+	if (discoveryAddr == "") != (discoveryFile == "") {
+		return errors.New("--discovery-addr serves --discovery-file: set both or neither")
 	}
 	if metricsAddr != "" && statusAddr != "" {
 		return errors.New("--metrics-addr serves /status too: set it or --status-addr, not both")
@@ -110,7 +117,7 @@ func run(args []string) (err error) {
 			log.Warn(err)
 		}
 	}
-	log.Infof("memcached-sidecar %s for memcached at %s (TLS: %t, auth: %t)", sidecar.Version, d.Addr, d.TLSDir != "", authFile != "")
+	log.Infof("memcached-sidecar %s for memcached at %s (TLS: %t, auth: %t, discovery: %t)", sidecar.Version, d.Addr, d.TLSDir != "", authFile != "", discoveryAddr != "")
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	if supervise {
@@ -130,10 +137,22 @@ func run(args []string) (err error) {
 		refresher.RetryAfter = retry
 		go refresher.Run(ctx, interval)
 	}
+	discovery := make(chan error, 1)
+	if discoveryAddr != "" {
+		ds := &sidecar.Discovery{
+			File: discoveryFile, TLSDir: d.TLSDir, ClientCert: d.ClientCert, AuthFile: authFile,
+			Version: memcachedVersion(d), Log: log,
+		}
+		go func() { discovery <- ds.ListenAndServe(ctx, discoveryAddr) }()
+	}
 	addr := metricsAddr + statusAddr
 	if addr == "" {
-		<-ctx.Done()
-		return nil
+		select {
+		case err := <-discovery:
+			return discoveryFailed(err)
+		case <-ctx.Done():
+			return nil
+		}
 	}
 	mux := http.NewServeMux()
 	if metricsAddr != "" {
@@ -141,7 +160,37 @@ func run(args []string) (err error) {
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	}
 	mux.Handle(sidecar.ReportPath, sidecar.ReportHandler(refresher, reloader))
-	return serve(ctx, addr, mux)
+	served := make(chan error, 1)
+	go func() { served <- serve(ctx, addr, mux) }()
+	select {
+	case err := <-discovery:
+		// The worker exits, and its supervisor restarts it with backoff.
+		return discoveryFailed(err)
+	case err := <-served:
+		return err
+	}
+}
+
+// discoveryFailed is the error the worker exits on when the discovery
+// endpoint stopped serving, or nil when it stopped because ctx ended.
+func discoveryFailed(err error) error {
+	if err != nil {
+		return fmt.Errorf("the discovery endpoint stopped: %v", err)
+	}
+	return nil
+}
+
+// memcachedVersion asks memcached for its version through d, as the
+// discovery endpoint's "version" reply.
+func memcachedVersion(d sidecar.Dialer) func(ctx context.Context) (string, error) {
+	return func(ctx context.Context) (string, error) {
+		c, err := d.Dial(ctx)
+		if err != nil {
+			return "", err
+		}
+		defer c.Close()
+		return c.Version()
+	}
 }
 
 // superviseWorker runs the worker, this executable with args, under a

@@ -162,12 +162,15 @@ func PodSpec(m *v1alpha1.Memcached, defaultImage, sidecarImage string) corev1.Po
 			SecurityContext: security,
 		}},
 	}
-	if len(volumes) > 0 {
-		// The Secrets' files belong to this group, readable by it alone.
-		spec.SecurityContext.FSGroup = &uid
-	}
 	if needsSidecar(m) {
-		spec.Containers = append(spec.Containers, sidecarContainer(m, sidecarImage, mounts, security))
+		cmVolumes, cmMounts := discoveryVolumes(m)
+		spec.Volumes = append(spec.Volumes, cmVolumes...)
+		spec.Containers = append(spec.Containers, sidecarContainer(m, sidecarImage, append(mounts[:len(mounts):len(mounts)], cmMounts...), security))
+	}
+	if len(spec.Volumes) > 0 {
+		// The Secrets' files and the discovery ConfigMap's belong to this
+		// group, readable by it alone.
+		spec.SecurityContext.FSGroup = &uid
 	}
 	if sharesProcesses(m) {
 		share := true

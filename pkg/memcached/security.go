@@ -133,9 +133,10 @@ func tlsKeys(t *v1alpha1.MemcachedTLS) []string {
 
 // needsSidecar reports whether m's pods run the sidecar: to refresh
 // certificates with TLS, to make memcached load a changed -Y file with
-// auth, and to serve metrics with monitoring.
+// auth, to serve metrics with monitoring, and to answer "config get
+// cluster" with discovery.
 func needsSidecar(m *v1alpha1.Memcached) bool {
-	return m.Spec.TLS != nil || m.Spec.Auth != nil || Monitored(m)
+	return m.Spec.TLS != nil || m.Spec.Auth != nil || Monitored(m) || Discovered(m)
 }
 
 // sharesProcesses reports whether m's pods share one process namespace:
@@ -214,6 +215,13 @@ func sidecarContainer(m *v1alpha1.Memcached, image string, mounts []corev1.Volum
 		c.Args = append(c.Args, "--status-addr=:"+strconv.Itoa(metricsPort))
 	}
 	c.Ports = []corev1.ContainerPort{{Name: port, ContainerPort: metricsPort, Protocol: corev1.ProtocolTCP}}
+	if Discovered(m) {
+		// The discovery endpoint speaks TLS with --tls-dir's certificate,
+		// and asks for --client-cert's client certificates, and logs clients
+		// in against --auth-file, as memcached does with the same files.
+		c.Args = append(c.Args, discoveryArgs()...)
+		c.Ports = append(c.Ports, corev1.ContainerPort{Name: discoveryPortName, ContainerPort: discoveryPort, Protocol: corev1.ProtocolTCP})
+	}
 	c.LivenessProbe = &corev1.Probe{
 		Handler: corev1.Handler{
 			HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString(port)},

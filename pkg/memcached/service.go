@@ -12,7 +12,9 @@ import (
 // of its own for its lifetime, which is how memcached clients list their
 // servers.
 // With monitoring it also has the sidecar's metrics port, for scrapers
-// that find their targets through the Service's endpoints.
+// that find their targets through the Service's endpoints; with discovery,
+// the sidecar's discovery port, so that the Service's DNS name and port are
+// the configuration endpoint that ElastiCache clients are given.
 func NewService(m *v1alpha1.Memcached) *corev1.Service {
 	ports := []corev1.ServicePort{{
 		Name:       memcachedPortName,
@@ -25,6 +27,14 @@ func NewService(m *v1alpha1.Memcached) *corev1.Service {
 			Name:       metricsPortName,
 			Port:       metricsPort,
 			TargetPort: intstr.FromString(metricsPortName),
+			Protocol:   corev1.ProtocolTCP,
+		})
+	}
+	if Discovered(m) {
+		ports = append(ports, corev1.ServicePort{
+			Name:       discoveryPortName,
+			Port:       discoveryPort,
+			TargetPort: intstr.FromString(discoveryPortName),
 			Protocol:   corev1.ProtocolTCP,
 		})
 	}

@@ -615,10 +615,8 @@ func podNames(pods []*corev1.Pod) []string {
 func countReady(pods []*corev1.Pod) int32 {
 	var ready int32
 	for _, p := range pods {
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-				ready++
-			}
+		if podReady(p) {
+			ready++
 		}
 	}
 	return ready

@@ -1,6 +1,7 @@
 // Package sidecar is the memcached pod's sidecar: it tells its own memcached
 // to reload its TLS certificate when the kubelet updates the mounted Secret,
-// and serves memcached's stats as Prometheus metrics. It talks to memcached
+// serves memcached's stats as Prometheus metrics, and answers ElastiCache's
+// auto discovery with the membership the operator mounts (Discovery). It talks to memcached
 // over the pod's loopback, with TLS and ASCII authentication when memcached
 // has them. A Supervisor runs that work in a worker process and restarts it
 // when it exits, so that the sidecar's container, and the pod's readiness

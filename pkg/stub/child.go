@@ -15,7 +15,7 @@ import (
 // children are the steps of the checklist that come after the Deployment's,
 // in order (see ensureChildren). A new child is one line here and a file
 // that declares it.
-var children = []child{serviceChild, pdbChild, serviceMonitorChild}
+var children = []child{serviceChild, pdbChild, serviceMonitorChild, discoveryChild}
 
 // child is one step of the checklist: one kind of a Memcached's children.
 type child interface {
@@ -49,8 +49,14 @@ type ownedChild[T kube.Object] struct {
 	// says no, the child is left alone, or deleted with removeUnwanted.
 	wanted         func(m *v1alpha1.Memcached) bool
 	removeUnwanted bool
-	// want builds the child m asks for.
-	want func(m *v1alpha1.Memcached) (T, error)
+	// mayExist, if set, reports whether m may still have the child that
+	// wanted no longer asks for, so that removing it costs the others no
+	// read.
+	mayExist func(m *v1alpha1.Memcached) bool
+	// want builds the child m asks for, from m and, for a child such as the
+	// discovery ConfigMap that lists m's pods, from what the handler's
+	// client shows.
+	want func(h *Handler, m *v1alpha1.Memcached) (T, error)
 	// holds reports whether got has what want sets; restore returns the
 	// JSON patch values that make it so (see memcached.JSONPatchSet).
 	holds   func(got, want T) bool
@@ -64,6 +70,8 @@ type ownedChild[T kube.Object] struct {
 	// restoreFailed is the message of a failed restore, formatted with the
 	// child's namespace, name and the error.
 	restoreFailed string
+	// wrote, if set, is told the child that a create or a restore wrote.
+	wrote func(h *Handler, m *v1alpha1.Memcached, written T)
 	// created, restored and deleted are the Normal Events recorded when
 	// the operator creates, restores or deletes the child; a zero one
 	// records nothing.
@@ -91,7 +99,7 @@ func (c *ownedChild[T]) apiKind() *kube.Kind { return c.api }
 // served; without it nothing fails.
 func (c *ownedChild[T]) ensure(h *Handler, m *v1alpha1.Memcached) *failure {
 	if c.wanted != nil && !c.wanted(m) {
-		if c.removeUnwanted {
+		if c.removeUnwanted && (c.mayExist == nil || c.mayExist(m)) {
 			return c.remove(h, m)
 		}
 		return nil
@@ -99,7 +107,7 @@ func (c *ownedChild[T]) ensure(h *Handler, m *v1alpha1.Memcached) *failure {
 	if c.api.Optional && !h.client.Served(c.api) {
 		return nil
 	}
-	want, err := c.want(m)
+	want, err := c.want(h, m)
 	if err != nil {
 		return newFailure(c.createFailed, "failed to build %s %s/%s: %v", c.kind, m.Namespace, m.Name, err)
 	}
@@ -124,6 +132,9 @@ func (c *ownedChild[T]) ensure(h *Handler, m *v1alpha1.Memcached) *failure {
 		return f
 	}
 	if created {
+		if c.wrote != nil {
+			c.wrote(h, m, want)
+		}
 		c.created.record(h, m, m.Name)
 		return nil
 	}
@@ -163,6 +174,9 @@ func (c *ownedChild[T]) ensure(h *Handler, m *v1alpha1.Memcached) *failure {
 		return newFailure(c.updateFailed, c.restoreFailed, got.GetNamespace(), got.GetName(), err)
 	}
 	if !holds {
+		if c.wrote != nil {
+			c.wrote(h, m, want)
+		}
 		c.restored.record(h, m, got.GetName())
 	}
 	if labels != nil && c.restored.reason != "" {

@@ -34,7 +34,7 @@ var configMapChild = &ownedChild[*corev1.ConfigMap]{
 		New:      func() kube.Object { return &corev1.ConfigMap{} },
 		NewList:  func() runtime.Object { return &corev1.ConfigMapList{} },
 	},
-	want: func(m *v1alpha1.Memcached) (*corev1.ConfigMap, error) {
+	want: func(_ *Handler, m *v1alpha1.Memcached) (*corev1.ConfigMap, error) {
 		return &corev1.ConfigMap{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 			ObjectMeta: memcached.NewService(m).ObjectMeta,
@@ -51,7 +51,7 @@ var configMapChild = &ownedChild[*corev1.ConfigMap]{
 
 func TestANewChildIsOneDeclaration(t *testing.T) {
 	m := memcachedtest.NewMemcached("example", 2)
-	want, _ := configMapChild.want(m)
+	want, _ := configMapChild.want(nil, m)
 	changed := want.DeepCopy()
 	changed.Data["size"] = "7"
 	foreign := want.DeepCopy()
@@ -124,7 +124,7 @@ func TestANewChildIsOneDeclaration(t *testing.T) {
 // without a read, so the second reconcile of the step sends no request.
 func TestCachedClientServesANewChild(t *testing.T) {
 	m := memcachedtest.NewMemcached("example", 2)
-	want, _ := configMapChild.want(m)
+	want, _ := configMapChild.want(nil, m)
 	api, cfg := kubetest.NewAPIServer(t, func(r kubetest.Request) interface{} {
 		if r.Method == "POST" {
 			return want

@@ -1,8 +1,10 @@
 // Package stub holds the memcached-operator's event handler: for every
 // Memcached it keeps a memcached Deployment of spec.size pods running the
 // pod template the spec asks for, a headless Service that lists them,
-// with more than one pod a PodDisruptionBudget and, with monitoring where
-// the API is served, a ServiceMonitor; and it reports the pods in
+// with more than one pod a PodDisruptionBudget, with monitoring where
+// the API is served a ServiceMonitor and, with discovery, the ConfigMap of
+// the membership that its pods serve to ElastiCache clients (discovery.go);
+// and it reports the pods in
 // status: their names, how many are Ready, and conditions that say whether
 // they are available, still changing and, if something is wrong, why.
 //
@@ -21,16 +23,17 @@
 // a value whose fields are all that tell it from the others (its
 // kube.Kind, its builder, what it compares and restores, its reasons and
 // Events), run by one generic step that creates it, leaves another owner's
-// alone and restores what someone changed. service.go, pdb.go and
-// servicemonitor.go each declare one; Kinds gives their kube.Kinds to
-// kube.NewCachedClient, which serves any Kind by the same calls.
+// alone and restores what someone changed. service.go, pdb.go,
+// servicemonitor.go and discovery.go each declare one; Kinds gives their
+// kube.Kinds to kube.NewCachedClient, which serves any Kind by the same
+// calls.
 //
 // # Where to add
 //
-// A new child, such as a ConfigMap: its pure builder and the reasons of its
-// failures in package memcached (configmap.go, as service.go has the
+// A new child, such as a NetworkPolicy: its pure builder and the reasons of
+// its failures in package memcached (networkpolicy.go, as service.go has the
 // Service's); its ownedChild, with its kube.Kind, in a file here
-// (configmap.go, as service.go); and one line in the list of children
+// (networkpolicy.go, as service.go); and one line in the list of children
 // (child.go). Package kube and the generic step need no change
 // (TestANewChildIsOneDeclaration, TestCachedClientServesANewChild); the
 // operator's Role does, for a resource it does not grant yet

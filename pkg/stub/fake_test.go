@@ -29,6 +29,7 @@ type fakeClient struct {
 	deployments map[string]*appsv1.Deployment
 	services    map[string]*corev1.Service
 	pdbs        map[string]*policyv1beta1.PodDisruptionBudget
+	configMaps  map[string]*corev1.ConfigMap
 	pods        []*corev1.Pod
 	// mountFailures are the messages of the pods' newest FailedMount
 	// Events, by pod UID, as the cache of Events shows them.
@@ -65,6 +66,7 @@ func newFakeClient(objects ...runtime.Object) *fakeClient {
 		deployments:     map[string]*appsv1.Deployment{},
 		services:        map[string]*corev1.Service{},
 		pdbs:            map[string]*policyv1beta1.PodDisruptionBudget{},
+		configMaps:      map[string]*corev1.ConfigMap{},
 		serviceMonitors: map[string]*unstructured.Unstructured{},
 		patches:         map[string]string{},
 		applied:         map[string]*unstructured.Unstructured{},
@@ -76,6 +78,7 @@ func newFakeClient(objects ...runtime.Object) *fakeClient {
 		memcached.DeploymentResource:                typedStore[*appsv1.Deployment]{"deployment", memcached.DeploymentResource, f.deployments},
 		memcached.ServiceResource:                   typedStore[*corev1.Service]{"service", memcached.ServiceResource, f.services},
 		memcached.PodDisruptionBudgetResource:       typedStore[*policyv1beta1.PodDisruptionBudget]{"poddisruptionbudget", memcached.PodDisruptionBudgetResource, f.pdbs},
+		memcached.ConfigMapResource:                 typedStore[*corev1.ConfigMap]{"configmap", memcached.ConfigMapResource, f.configMaps},
 		memcached.ServiceMonitorGVR.GroupResource(): typedStore[*unstructured.Unstructured]{"servicemonitor", memcached.ServiceMonitorGVR.GroupResource(), f.serviceMonitors},
 	}
 	for _, o := range objects {
@@ -88,6 +91,8 @@ func newFakeClient(objects ...runtime.Object) *fakeClient {
 			f.services[key(o.Namespace, o.Name)] = o.DeepCopy()
 		case *policyv1beta1.PodDisruptionBudget:
 			f.pdbs[key(o.Namespace, o.Name)] = o.DeepCopy()
+		case *corev1.ConfigMap:
+			f.configMaps[key(o.Namespace, o.Name)] = o.DeepCopy()
 		case *corev1.Pod:
 			f.pods = append(f.pods, o.DeepCopy())
 		case *unstructured.Unstructured:

@@ -85,8 +85,10 @@ type Handler struct {
 	queue      workqueue.RateLimitingInterface
 	memcacheds *memcachedStore
 	templates  *templateHashes
-	progress   *progressReports
-	rolls      *rollPacer
+	// written is the membership last written into each discovery ConfigMap.
+	written  *writtenClusters
+	progress *progressReports
+	rolls    *rollPacer
 	// window, if set, is the maintenance window of Memcacheds without
 	// their own (see window.go).
 	window *memcached.Window
@@ -154,6 +156,7 @@ func NewHandler(client Client, recorder record.EventRecorder, image string) *Han
 		queue:        newQueue(),
 		memcacheds:   newMemcachedStore(),
 		templates:    newTemplateHashes(),
+		written:      newWrittenClusters(),
 		progress:     newProgressReports(0),
 		rolls:        newRollPacer(intstr.Parse(DefaultMaxConcurrentRolls)),
 		api:          kube.NewAPIMonitor(client.MemcachedAPIServed),
@@ -179,6 +182,7 @@ func (h *Handler) Handle(ctx context.Context, event sdk.Event) error {
 			// Memcached, so the garbage collector removes it and its pods.
 			h.memcacheds.delete(k)
 			h.templates.delete(k)
+			h.written.delete(k)
 			h.progress.forget(k)
 			h.forgetRoll(k)
 			h.api.MemcachedDeleted(ctx)

@@ -40,7 +40,7 @@ var pdbChild = &ownedChild[*policyv1beta1.PodDisruptionBudget]{
 	},
 	wanted:         memcached.WantsPodDisruptionBudget,
 	removeUnwanted: true,
-	want: func(m *v1alpha1.Memcached) (*policyv1beta1.PodDisruptionBudget, error) {
+	want: func(_ *Handler, m *v1alpha1.Memcached) (*policyv1beta1.PodDisruptionBudget, error) {
 		return memcached.NewPodDisruptionBudget(m), nil
 	},
 	holds: func(got, want *policyv1beta1.PodDisruptionBudget) bool {

@@ -319,6 +319,7 @@ func (h *Handler) ensureProgressDeadline(d *appsv1.Deployment) *failure {
 // event correlator folds the repeats into one Event each, with a count.
 func (h *Handler) updateStatus(m *v1alpha1.Memcached, want *desiredDeployment, d *appsv1.Deployment, applied bool, f *failure) error {
 	status, f, warn := h.desiredStatus(m, want, d, applied, f)
+	status.DiscoveryVersion = h.discoveryVersion(m)
 	err := h.writeStatus(m, status)
 	switch {
 	case errors.Is(err, errStale), errors.Is(err, ErrWritesStopped):

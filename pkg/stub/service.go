@@ -32,7 +32,7 @@ var serviceChild = &ownedChild[*corev1.Service]{
 		NewList:  func() runtime.Object { return &corev1.ServiceList{} },
 		Trim:     kube.TrimOf(trimService),
 	},
-	want: func(m *v1alpha1.Memcached) (*corev1.Service, error) { return memcached.NewService(m), nil },
+	want: func(_ *Handler, m *v1alpha1.Memcached) (*corev1.Service, error) { return memcached.NewService(m), nil },
 	holds: func(got, want *corev1.Service) bool {
 		return reflect.DeepEqual(got.Spec.Selector, want.Spec.Selector) && portsEqual(got.Spec.Ports, want.Spec.Ports)
 	},

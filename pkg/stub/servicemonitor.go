@@ -3,6 +3,8 @@ package stub
 import (
 	"reflect"
 
+	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
+
 	"github.com/example-inc/memcached-operator/pkg/kube"
 	"github.com/example-inc/memcached-operator/pkg/memcached"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -45,7 +47,9 @@ var serviceMonitorChild = &ownedChild[*unstructured.Unstructured]{
 		Optional: true,
 	},
 	wanted: memcached.Monitored,
-	want:   memcached.NewServiceMonitor,
+	want: func(_ *Handler, m *v1alpha1.Memcached) (*unstructured.Unstructured, error) {
+		return memcached.NewServiceMonitor(m)
+	},
 	holds: func(got, want *unstructured.Unstructured) bool {
 		return holds(got.Object["spec"], want.Object["spec"])
 	},

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
+	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
@@ -190,6 +191,53 @@ func TestRules(t *testing.T) {
 				t.Errorf("got %q, want a refusal containing %q", got, tt.want)
 			case len(errs) > 1:
 				t.Errorf("got %d refusals, want one:\n%s", len(errs), got)
+			}
+		})
+	}
+}
+
+// TestSchema feeds specs to the CRD's OpenAPI schema, which checks types
+// and required fields before any CEL rule runs: want is a fragment of the
+// refusal, "" for a spec it accepts.
+func TestSchema(t *testing.T) {
+	crd := loadCRD(t)
+	validator, _, err := apiservervalidation.NewSchemaValidator(crd.Spec.Validation.OpenAPIV3Schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		spec string
+		want string
+	}{
+		{"discovery", `discovery: {enabled: true}`, ""},
+		{"discovery off", `discovery: {enabled: false}`, ""},
+		{"discovery with TLS and auth", "discovery: {enabled: true}\ntls: {secretName: cert}\nauth: {secretName: users}", ""},
+		{"discovery without enabled", `discovery: {}`, "spec.discovery.enabled: Required value"},
+		{"discovery enabled as a string", `discovery: {enabled: "yes"}`, `spec.discovery.enabled: Invalid value: "string": spec.discovery.enabled in body must be of type boolean`},
+		{"discovery as a boolean", `discovery: true`, "spec.discovery: Invalid value"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var spec map[string]interface{}
+			if err := yaml.Unmarshal([]byte("size: 1\n"+tt.spec), &spec); err != nil {
+				t.Fatal(err)
+			}
+			obj := map[string]interface{}{
+				"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+				"metadata": map[string]interface{}{"name": "example"},
+				"spec":     integers(spec),
+			}
+			var msgs []string
+			for _, err := range apiservervalidation.ValidateCustomResource(nil, obj, validator) {
+				msgs = append(msgs, err.Error())
+			}
+			got := strings.Join(msgs, "\n")
+			switch {
+			case tt.want == "" && got != "":
+				t.Errorf("refused:\n%s\nwant it accepted", got)
+			case tt.want != "" && !strings.Contains(got, tt.want):
+				t.Errorf("got %q, want a refusal containing %q", got, tt.want)
 			}
 		})
 	}

@@ -188,6 +188,7 @@ func badInputs() []badInput {
 		refused("TLS Secret that is no DNS subdomain", "tls-secret-name", "spec:\n  size: 1\n  tls: {secretName: Bad_Name}\n", `spec.tls.secretName: Invalid value: "Bad_Name": must be the name of a Secret`),
 		refused("auth Secret that is no DNS subdomain", "auth-secret-name", "spec:\n  size: 1\n  auth: {secretName: Bad_Name}\n", `spec.auth.secretName: Invalid value: "Bad_Name": must be the name of a Secret`),
 		refused("monitoring without enabled", "monitoring-empty", "spec:\n  size: 1\n  monitoring: {}\n", "spec.monitoring.enabled: Required value"),
+		refused("discovery without enabled", "discovery-empty", "spec:\n  size: 1\n  discovery: {}\n", "spec.discovery.enabled: Required value"),
 		{
 			name: "TLS, auth and monitoring with the ASCII protocol", object: "secured",
 			manifest: memcachedManifest("secured", "spec:\n  size: 1\n  tls: {secretName: cert, clientCertificates: Required}\n  auth: {secretName: users}\n  monitoring: {enabled: true}\n  extraArgs: [\"--protocol=ascii\"]\n"),

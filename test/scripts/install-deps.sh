@@ -25,8 +25,12 @@ NODE_PACKAGES=(containerd runc containernetworking-plugins iptables nftables ipr
 # POLICY_RC_D is where invoke-rc.d asks whether a package script may start a service.
 POLICY_RC_D=/usr/sbin/policy-rc.d
 
-# TEST_PACKAGES add gcc and libc6-dev for `go test -race`, and make and git.
-TEST_PACKAGES=("${NODE_PACKAGES[@]}" gcc libc6-dev make git)
+# TEST_PACKAGES add gcc and libc6-dev for `go test -race`, make and git, and Node.js for
+# the npm client of the discovery tests (test/scripts/npm-client.sh); npm too, unless the
+# nodejs installed already brings it, as NodeSource's does, whose nodejs conflicts with
+# Debian's npm package.
+TEST_PACKAGES=("${NODE_PACKAGES[@]}" gcc libc6-dev make git nodejs)
+command -v npm >/dev/null 2>&1 || TEST_PACKAGES+=(npm)
 
 packages() {
   case "$1" in

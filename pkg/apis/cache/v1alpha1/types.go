@@ -74,6 +74,23 @@ type MemcachedSpec struct {
 	// at once. Changes of this spec never wait for it, and a change of the
 	// window itself rolls no pod.
 	MaintenanceWindow *MaintenanceWindow `json:"maintenanceWindow,omitempty"`
+	// Discovery, when enabled, makes every memcached pod answer
+	// ElastiCache's "config get cluster" with the Ready pods of this
+	// Memcached, on the pods' and the Service's port named discovery, so
+	// that clients written for ElastiCache's auto discovery follow scales
+	// and replaced pods without a restart. Nil or disabled serves nothing
+	// and creates no ConfigMap.
+	Discovery *MemcachedDiscovery `json:"discovery,omitempty"`
+}
+
+// MemcachedDiscovery turns the discovery endpoint on. The membership
+// reaches the pods through a ConfigMap of the Memcached's name that the
+// operator owns and writes only when the Ready pods change, with a version
+// one above the last; the pods mount it, so a change reaches them at the
+// kubelet's next sync of the pod, and clients at their next poll after that.
+type MemcachedDiscovery struct {
+	// Enabled serves the discovery endpoint.
+	Enabled bool `json:"enabled"`
 }
 
 // MaintenanceWindow is a weekly window in UTC: from Start on Day, for
@@ -159,6 +176,13 @@ type MemcachedStatus struct {
 	// ServiceName names the headless Service that gives each memcached pod
 	// a DNS name, for clients that list the servers.
 	ServiceName string `json:"serviceName,omitempty"`
+	// DiscoveryVersion is the version of the membership that the discovery
+	// ConfigMap last held, with spec.discovery. The ConfigMap holds it too;
+	// the status keeps it so that a ConfigMap deleted by hand is created
+	// again with a higher version, never a lower one, which clients that
+	// keep the highest version they saw would ignore. It stays after
+	// discovery is turned off, so that turning it on again goes on from it.
+	DiscoveryVersion int64 `json:"discoveryVersion,omitempty"`
 	// Conditions say whether the memcached pods are available and, when
 	// they are not, whether they are still starting or why they fail.
 	Conditions []MemcachedCondition `json:"conditions,omitempty"`

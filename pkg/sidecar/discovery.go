@@ -1,0 +1,374 @@
+package sidecar
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// maxCommandLine bounds a command line, as memcached bounds its own: a
+// longer one is refused and the connection closed.
+const maxCommandLine = 2048
+
+// maxLoginData bounds the data of a set that logs in: a user and a
+// password, not a value.
+const maxLoginData = 4096
+
+// clusterKey is the key that ElastiCache's clients older than its engine
+// 1.4.14 get the membership with.
+const clusterKey = "AmazonElastiCache:cluster"
+
+// refusal is the reply to every command the discovery endpoint does not
+// serve: it is no memcached, and a client that took it for one must learn
+// so at its first command rather than miss every key.
+const refusal = "CLIENT_ERROR this is the discovery endpoint: it serves \"config get cluster\", \"get " + clusterKey + "\" and \"version\" alone; memcached serves on its own port"
+
+// Discovery serves ElastiCache's auto discovery on the memcached pod: the
+// reply to "config get cluster" (engine 1.4.14 and later) and to
+// "get AmazonElastiCache:cluster" (earlier), and "version", which clients
+// ask first to choose between the two; it refuses every other command
+// with a CLIENT_ERROR.
+//
+// The membership is the file File, the discovery ConfigMap's key as the
+// kubelet mounts it. It is read at every request, so that what the kubelet
+// writes is served at once; a file that cannot be read or parsed, or whose
+// version is below one served before, is logged and the last good one is
+// served instead, so that a client never sees the version go back.
+//
+// With TLSDir it speaks TLS only, with the certificate memcached serves
+// (tls.crt and tls.key), read at each handshake, so that a rotation by the
+// kubelet reaches it as the Refresher makes it reach memcached; with
+// ClientCert it requires client certificates signed by the Secret's
+// ca.crt, as memcached's ssl_verify_mode does. With AuthFile, memcached's
+// -Y file, it requires memcached's ASCII login first: a set of any key
+// whose data is a user and a password of the file, separated by a space;
+// before it every command gets "CLIENT_ERROR unauthenticated", as from
+// memcached 1.6.
+type Discovery struct {
+	// File is the membership, the text of a Cluster.
+	File string
+	// TLSDir, when set, holds the mounted kubernetes.io/tls Secret.
+	TLSDir string
+	// ClientCert requires client certificates that TLSDir's ca.crt signed.
+	ClientCert bool
+	// AuthFile, when set, is memcached's -Y file.
+	AuthFile string
+	// Version returns memcached's version, as its "version" command
+	// says it, such as 1.6.18: the engine version that clients compare with
+	// 1.4.14 to choose the command they ask the membership with.
+	Version func(ctx context.Context) (string, error)
+	// Log takes what the endpoint serves in place of a file it cannot use.
+	Log logrus.FieldLogger
+
+	mu sync.Mutex
+	// served is the last membership served; version is memcached's
+	// version, once known.
+	served  *Cluster
+	version string
+	// tlsConfig is the last TLS configuration whose files loaded.
+	tlsConfig *tls.Config
+}
+
+// ListenAndServe serves the discovery endpoint at addr until ctx ends.
+func (d *Discovery) ListenAndServe(ctx context.Context, addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	return d.Serve(ctx, ln)
+}
+
+// Serve serves the discovery endpoint on ln until ctx ends, and closes it.
+func (d *Discovery) Serve(ctx context.Context, ln net.Listener) error {
+	if d.TLSDir != "" {
+		ln = tls.NewListener(ln, &tls.Config{GetConfigForClient: d.configForClient})
+	}
+	go func() {
+		<-ctx.Done()
+		ln.Close()
+	}()
+	var conns sync.WaitGroup
+	defer conns.Wait()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return err
+		}
+		conns.Add(1)
+		go func() {
+			defer conns.Done()
+			d.serveConn(ctx, c)
+		}()
+	}
+}
+
+// configForClient returns the TLS configuration of a handshake, from the
+// files as they are now, or the last that loaded when they do not.
+func (d *Discovery) configForClient(*tls.ClientHelloInfo) (*tls.Config, error) {
+	cfg, err := d.loadTLS()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err != nil {
+		if d.tlsConfig == nil {
+			return nil, err
+		}
+		d.Log.Warnf("discovery: keeps its last certificate: %v", err)
+		return d.tlsConfig, nil
+	}
+	d.tlsConfig = cfg
+	return cfg, nil
+}
+
+// loadTLS reads the TLS configuration from TLSDir.
+func (d *Discovery) loadTLS() (*tls.Config, error) {
+	pair, err := LoadPair(d.TLSDir)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+	if d.ClientCert {
+		pem, err := os.ReadFile(filepath.Join(d.TLSDir, caFile))
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%s holds no certificate", filepath.Join(d.TLSDir, caFile))
+		}
+		cfg.ClientCAs = pool
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
+}
+
+// serveConn answers the commands of one connection until the client
+// quits or goes, or ctx ends.
+func (d *Discovery) serveConn(ctx context.Context, c net.Conn) {
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	r := bufio.NewReaderSize(c, maxCommandLine)
+	w := bufio.NewWriter(c)
+	authenticated := d.AuthFile == ""
+	for {
+		line, err := r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			_, _ = w.WriteString("CLIENT_ERROR line too long\r\n")
+			_ = w.Flush()
+			return
+		}
+		if err != nil {
+			return
+		}
+		fields := strings.Fields(string(line))
+		if len(fields) == 0 {
+			_, _ = w.WriteString("ERROR\r\n")
+		} else {
+			var reply string
+			var quit bool
+			reply, quit, authenticated = d.answer(ctx, fields, r, authenticated)
+			if quit {
+				return
+			}
+			_, _ = w.WriteString(reply)
+		}
+		// Requests are answered in order; replies go out once the client
+		// has sent all it pipelined.
+		if r.Buffered() == 0 {
+			_ = c.SetWriteDeadline(time.Now().Add(ioTimeout))
+			if w.Flush() != nil {
+				return
+			}
+		}
+	}
+}
+
+// answer returns the reply to the command of fields, whose data, if it
+// has any, it reads from r; whether the connection is to close; and
+// whether the client is logged in after it.
+func (d *Discovery) answer(ctx context.Context, fields []string, r *bufio.Reader, authenticated bool) (reply string, quit, loggedIn bool) {
+	cmd := fields[0]
+	if cmd == "quit" {
+		return "", true, authenticated
+	}
+	var data []byte
+	if storage(cmd) {
+		var err error
+		if data, err = readData(fields, r); err != nil {
+			return "CLIENT_ERROR " + err.Error() + "\r\n", errors.Is(err, errBadDataChunk) || errors.Is(err, io.EOF), authenticated
+		}
+	}
+	if !authenticated {
+		if cmd != "set" {
+			return "CLIENT_ERROR unauthenticated\r\n", false, false
+		}
+		reply, ok := d.login(string(data))
+		return reply, false, ok
+	}
+	switch {
+	case cmd == "version" && len(fields) == 1:
+		return d.versionReply(ctx), false, true
+	case cmd == "config" && len(fields) == 3 && fields[1] == "get" && fields[2] == "cluster":
+		return d.clusterReply("CONFIG cluster"), false, true
+	case cmd == "get" && len(fields) == 2 && fields[1] == clusterKey:
+		return d.clusterReply("VALUE " + clusterKey), false, true
+	}
+	return refusal + "\r\n", false, true
+}
+
+// storage reports whether cmd is one of memcached's storage commands,
+// which send a data block after their line.
+func storage(cmd string) bool {
+	switch cmd {
+	case "set", "add", "replace", "append", "prepend", "cas":
+		return true
+	}
+	return false
+}
+
+// errBadDataChunk reports a data block that does not end where its
+// command line said, after which memcached closes the connection too.
+var errBadDataChunk = errors.New("bad data chunk")
+
+// readData reads the data block of a storage command, whose length is its
+// fifth field, as memcached does, and its \r\n.
+func readData(fields []string, r *bufio.Reader) ([]byte, error) {
+	if len(fields) < 5 {
+		return nil, errors.New("bad command line format")
+	}
+	n, err := strconv.Atoi(fields[4])
+	if err != nil || n < 0 {
+		return nil, errors.New("bad command line format")
+	}
+	if n > maxLoginData {
+		return nil, fmt.Errorf("%w: the discovery endpoint stores nothing", errBadDataChunk)
+	}
+	data := make([]byte, n+2)
+	if _, err := io.ReadFull(r, data); err != nil {
+		return nil, io.EOF
+	}
+	if string(data[n:]) != "\r\n" {
+		return nil, errBadDataChunk
+	}
+	return data[:n], nil
+}
+
+// login answers memcached's ASCII login, whose data is token, against the
+// -Y file as it is now.
+func (d *Discovery) login(token string) (reply string, ok bool) {
+	user, password, found := strings.Cut(token, " ")
+	if !found {
+		return "CLIENT_ERROR bad authentication token format\r\n", false
+	}
+	b, err := os.ReadFile(d.AuthFile)
+	var creds []Credential
+	if err == nil {
+		creds, err = ParseAuthFile(b)
+	}
+	if err != nil {
+		d.Log.Warnf("discovery: refuses every login: the -Y file %s: %v", d.AuthFile, err)
+		return "CLIENT_ERROR authentication failure\r\n", false
+	}
+	for _, c := range creds {
+		if c.User == user && c.Password == password {
+			return "STORED\r\n", true
+		}
+	}
+	return "CLIENT_ERROR authentication failure\r\n", false
+}
+
+// versionReply is the reply to "version": memcached's own version, asked
+// once and then kept, since it cannot change while the pod runs.
+func (d *Discovery) versionReply(ctx context.Context) string {
+	d.mu.Lock()
+	v := d.version
+	d.mu.Unlock()
+	if v == "" {
+		var err error
+		if v, err = d.Version(ctx); err != nil {
+			return "SERVER_ERROR memcached's version is not known yet: " + oneLine(err.Error()) + "\r\n"
+		}
+		d.mu.Lock()
+		d.version = v
+		d.mu.Unlock()
+	}
+	return "VERSION " + v + "\r\n"
+}
+
+// clusterReply is the reply to a request of the membership: head, then
+// the flags and the length of the data, the data, and END.
+func (d *Discovery) clusterReply(head string) string {
+	c, err := d.cluster()
+	if err != nil {
+		return "SERVER_ERROR " + oneLine(err.Error()) + "\r\n"
+	}
+	text := c.Text()
+	return head + " 0 " + strconv.Itoa(len(text)) + "\r\n" + text + "\r\nEND\r\n"
+}
+
+// cluster returns the membership to serve: File's, unless it cannot be
+// read or parsed, or its version is below the last served, when the last
+// served stays.
+func (d *Discovery) cluster() (Cluster, error) {
+	b, err := os.ReadFile(d.File)
+	var c Cluster
+	if err == nil {
+		c, err = ParseCluster(string(b))
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch {
+	case err != nil && d.served == nil:
+		return Cluster{}, fmt.Errorf("the membership is not known yet: %v", err)
+	case err != nil:
+		d.Log.Warnf("discovery: serves version %d again: %v", d.served.Version, err)
+		return *d.served, nil
+	case d.served != nil && c.Version < d.served.Version:
+		d.Log.Warnf("discovery: serves version %d again: %s holds version %d, which is older", d.served.Version, d.File, c.Version)
+		return *d.served, nil
+	}
+	if d.served == nil || c.Version != d.served.Version {
+		d.Log.Infof("discovery: serves version %d, %d nodes", c.Version, len(c.Nodes))
+	}
+	d.served = &c
+	return c, nil
+}
+
+// oneLine keeps a reply on its line.
+func oneLine(s string) string {
+	return strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
+}
+
+// Version returns memcached's version, as the reply to its "version"
+// command says it.
+func (c *Conn) Version() (string, error) {
+	reply, err := c.command("version\r\n")
+	if err != nil {
+		return "", err
+	}
+	v, ok := strings.CutPrefix(reply, "VERSION ")
+	if !ok {
+		return "", fmt.Errorf("version: %s", reply)
+	}
+	return v, nil
+}

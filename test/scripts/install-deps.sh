@@ -25,8 +25,9 @@ NODE_PACKAGES=(containerd runc containernetworking-plugins iptables nftables ipr
 # POLICY_RC_D is where invoke-rc.d asks whether a package script may start a service.
 POLICY_RC_D=/usr/sbin/policy-rc.d
 
-# TEST_PACKAGES add gcc and libc6-dev for `go test -race`, and make and git.
-TEST_PACKAGES=("${NODE_PACKAGES[@]}" gcc libc6-dev make git)
+# TEST_PACKAGES add gcc and libc6-dev for `go test -race`, make and git, and prometheus
+# for the promtool of test/monitoring (`promtool check rules`, `promtool test rules`).
+TEST_PACKAGES=("${NODE_PACKAGES[@]}" gcc libc6-dev make git prometheus)
 
 packages() {
   case "$1" in

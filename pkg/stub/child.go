@@ -15,7 +15,7 @@ import (
 // children are the steps of the checklist that come after the Deployment's,
 // in order (see ensureChildren). A new child is one line here and a file
 // that declares it.
-var children = []child{serviceChild, pdbChild, serviceMonitorChild}
+var children = []child{serviceChild, pdbChild, serviceMonitorChild, prometheusRuleChild}
 
 // child is one step of the checklist: one kind of a Memcached's children.
 type child interface {
@@ -46,9 +46,11 @@ type ownedChild[T kube.Object] struct {
 	// api is the kind the client reads and writes.
 	api *kube.Kind
 	// wanted, if set, reports whether m should have the child now; when it
-	// says no, the child is left alone, or deleted with removeUnwanted.
+	// says no, the child is left alone, or deleted while removeUnwanted, if
+	// set, reports that m may still have one worth looking for (each look
+	// at an Optional kind is a request to the API server).
 	wanted         func(m *v1alpha1.Memcached) bool
-	removeUnwanted bool
+	removeUnwanted func(m *v1alpha1.Memcached) bool
 	// want builds the child m asks for.
 	want func(m *v1alpha1.Memcached) (T, error)
 	// holds reports whether got has what want sets; restore returns the
@@ -91,7 +93,7 @@ func (c *ownedChild[T]) apiKind() *kube.Kind { return c.api }
 // served; without it nothing fails.
 func (c *ownedChild[T]) ensure(h *Handler, m *v1alpha1.Memcached) *failure {
 	if c.wanted != nil && !c.wanted(m) {
-		if c.removeUnwanted {
+		if c.removeUnwanted != nil && c.removeUnwanted(m) {
 			return c.remove(h, m)
 		}
 		return nil

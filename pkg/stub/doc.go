@@ -2,7 +2,8 @@
 // Memcached it keeps a memcached Deployment of spec.size pods running the
 // pod template the spec asks for, a headless Service that lists them,
 // with more than one pod a PodDisruptionBudget and, with monitoring where
-// the API is served, a ServiceMonitor; and it reports the pods in
+// the API is served, a ServiceMonitor and, if asked for, a PrometheusRule
+// with the alerts of its pods; and it reports the pods in
 // status: their names, how many are Ready, and conditions that say whether
 // they are available, still changing and, if something is wrong, why.
 //

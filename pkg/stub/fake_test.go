@@ -33,9 +33,12 @@ type fakeClient struct {
 	// mountFailures are the messages of the pods' newest FailedMount
 	// Events, by pod UID, as the cache of Events shows them.
 	mountFailures map[types.UID]string
-	// serviceMonitors are served only with serviceMonitorsServed.
-	serviceMonitors       map[string]*unstructured.Unstructured
-	serviceMonitorsServed bool
+	// serviceMonitors and prometheusRules are served only with
+	// monitoringServed, as the Prometheus Operator installs their CRDs
+	// together.
+	serviceMonitors  map[string]*unstructured.Unstructured
+	prometheusRules  map[string]*unstructured.Unstructured
+	monitoringServed bool
 	// uncached hides Deployments, Services and PodDisruptionBudgets, by
 	// kind and namespace/name ("service test/example"), from the Get calls:
 	// the operator's cache leaves out those without its app label.
@@ -66,6 +69,7 @@ func newFakeClient(objects ...runtime.Object) *fakeClient {
 		services:        map[string]*corev1.Service{},
 		pdbs:            map[string]*policyv1beta1.PodDisruptionBudget{},
 		serviceMonitors: map[string]*unstructured.Unstructured{},
+		prometheusRules: map[string]*unstructured.Unstructured{},
 		patches:         map[string]string{},
 		applied:         map[string]*unstructured.Unstructured{},
 		failOn:          map[string]error{},
@@ -77,6 +81,7 @@ func newFakeClient(objects ...runtime.Object) *fakeClient {
 		memcached.ServiceResource:                   typedStore[*corev1.Service]{"service", memcached.ServiceResource, f.services},
 		memcached.PodDisruptionBudgetResource:       typedStore[*policyv1beta1.PodDisruptionBudget]{"poddisruptionbudget", memcached.PodDisruptionBudgetResource, f.pdbs},
 		memcached.ServiceMonitorGVR.GroupResource(): typedStore[*unstructured.Unstructured]{"servicemonitor", memcached.ServiceMonitorGVR.GroupResource(), f.serviceMonitors},
+		memcached.PrometheusRuleGVR.GroupResource(): typedStore[*unstructured.Unstructured]{"prometheusrule", memcached.PrometheusRuleGVR.GroupResource(), f.prometheusRules},
 	}
 	for _, o := range objects {
 		switch o := o.(type) {
@@ -91,7 +96,14 @@ func newFakeClient(objects ...runtime.Object) *fakeClient {
 		case *corev1.Pod:
 			f.pods = append(f.pods, o.DeepCopy())
 		case *unstructured.Unstructured:
-			f.serviceMonitors[key(o.GetNamespace(), o.GetName())] = o.DeepCopy()
+			switch o.GetKind() {
+			case "ServiceMonitor":
+				f.serviceMonitors[key(o.GetNamespace(), o.GetName())] = o.DeepCopy()
+			case "PrometheusRule":
+				f.prometheusRules[key(o.GetNamespace(), o.GetName())] = o.DeepCopy()
+			default:
+				panic(fmt.Sprintf("fakeClient cannot hold a %s", o.GetKind()))
+			}
 		default:
 			panic(fmt.Sprintf("fakeClient cannot hold %T", o))
 		}
@@ -302,9 +314,10 @@ func (f *fakeClient) Delete(k *kube.Kind, namespace, name string, uid types.UID)
 }
 
 // Served records no action: the real client asks discovery once per check
-// interval, not once a call. Only ServiceMonitors are Optional.
+// interval, not once a call. Only the Prometheus Operator's kinds are
+// Optional.
 func (f *fakeClient) Served(k *kube.Kind) bool {
-	return !k.Optional || f.serviceMonitorsServed
+	return !k.Optional || f.monitoringServed
 }
 
 // setContent fills o from content, which an Unstructured takes as it is.

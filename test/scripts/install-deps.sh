@@ -25,10 +25,11 @@ NODE_PACKAGES=(containerd runc containernetworking-plugins iptables nftables ipr
 # POLICY_RC_D is where invoke-rc.d asks whether a package script may start a service.
 POLICY_RC_D=/usr/sbin/policy-rc.d
 
-# TEST_PACKAGES add gcc and libc6-dev for `go test -race`, and make and git; prometheus
+# TEST_PACKAGES add gcc and libc6-dev for `go test -race`, make and git; prometheus
 # (2.42: prometheus, promtool, the console libraries and the graphing scripts they load)
-# for the real-node suite's Prometheus and the rules' promtool tests; chromium, with
-# fonts-liberation for its text, for the headless screenshot of the console page.
+# for the promtool of test/monitoring (`promtool check rules`, `promtool test rules`)
+# and the real-node suite's Prometheus; chromium, with fonts-liberation for its text,
+# for that suite's headless screenshot of the console page.
 TEST_PACKAGES=("${NODE_PACKAGES[@]}" gcc libc6-dev make git prometheus chromium fonts-liberation)
 
 packages() {

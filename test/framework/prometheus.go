@@ -204,10 +204,11 @@ func (p *Prometheus) Targets(ctx context.Context) ([]PromTarget, error) {
 
 // PromAlert is an alert of /api/v1/alerts or of a rule: pending or firing.
 type PromAlert struct {
-	Labels   map[string]string `json:"labels"`
-	State    string            `json:"state"`
-	ActiveAt time.Time         `json:"activeAt"`
-	Value    string            `json:"value"`
+	Labels      map[string]string `json:"labels"`
+	Annotations map[string]string `json:"annotations"`
+	State       string            `json:"state"`
+	ActiveAt    time.Time         `json:"activeAt"`
+	Value       string            `json:"value"`
 }
 
 func (a PromAlert) String() string {

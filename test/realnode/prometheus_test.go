@@ -227,7 +227,7 @@ monitoring: {enabled: true}`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("MemcachedDown (for %v) firing %v after the stop: %v, value %s", forDown, seen.Round(time.Second), firing, firing.Value)
+	t.Logf("MemcachedDown (for %v) firing %v after the stop: %v, value %s: %s", forDown, seen.Round(time.Second), firing, firing.Value, firing.Annotations["summary"])
 	if firing.ActiveAt.Before(stopped) {
 		t.Errorf("MemcachedDown was active since %v, before memcached stopped at %v", firing.ActiveAt, stopped)
 	}

@@ -86,8 +86,14 @@ monitoring: {enabled: true}`)
 			if reply, err := c.do(fmt.Sprintf("set key-%d 0 0 5\r\nvalue\r\n", i)); err != nil || reply != "STORED" {
 				t.Fatalf("pod %s: set: %q, %v", p.Metadata.Name, reply, err)
 			}
-			if _, err := c.get(fmt.Sprintf("key-%d", i%25)); err != nil {
-				t.Fatalf("pod %s: get: %v", p.Metadata.Name, err)
+			// A hit, and every fourth time a miss.
+			if v, err := c.get(fmt.Sprintf("key-%d", i)); err != nil || v != "value" {
+				t.Fatalf("pod %s: get: %q, %v", p.Metadata.Name, v, err)
+			}
+			if i%4 == 0 {
+				if v, err := c.get("missing"); err != nil || v != "" {
+					t.Fatalf("pod %s: get of a missing key: %q, %v", p.Metadata.Name, v, err)
+				}
 			}
 		}
 		c.Close()

@@ -563,3 +563,39 @@ func TestMetricNames(t *testing.T) {
 		}
 	}
 }
+
+// TestPrometheusConfig runs `promtool check config` on prometheus.yml, the plain
+// Prometheus of the README, which also checks the rule file it loads. Debian's
+// promtool, like its prometheus, is built without Kubernetes discovery, so the test
+// puts a file_sd_configs entry in place of each kubernetes_sd_configs one: the rest,
+// the relabelling included, is checked as written.
+func TestPrometheusConfig(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join(dir, "prometheus.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sd := regexp.MustCompile(`(?m)^(\s*)kubernetes_sd_configs:\n\s*- role: pod\n`)
+	if n := len(sd.FindAll(b, -1)); n != 2 {
+		t.Fatalf("prometheus.yml has %d kubernetes_sd_configs of role pod, want 2 (the sidecars and the operator)", n)
+	}
+	tmp := t.TempDir()
+	config := sd.ReplaceAll(b, []byte("${1}file_sd_configs:\n${1}  - files: [targets.json]\n"))
+	for name, content := range map[string][]byte{"prometheus.yml": config, "targets.json": []byte("[]\n")} {
+		if err := os.WriteFile(filepath.Join(tmp, name), content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rules, err := os.ReadFile(filepath.Join(dir, "rules.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "rules.yaml"), rules, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := run(t, tmp, "check", "config", "prometheus.yml")
+	if !strings.Contains(out, "rules found") {
+		t.Errorf("promtool check config did not check rules.yaml:\n%s", out)
+	}
+	t.Log(out)
+}

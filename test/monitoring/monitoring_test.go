@@ -5,12 +5,12 @@
 // export. promtool is Debian's prometheus package, Prometheus 2.42, the Prometheus
 // of the real-node suite; test/scripts/install-deps.sh installs it.
 //
-// The expressions are parsed by promtool rather than by github.com/prometheus/
-// prometheus/promql/parser in this module: every release of it that the module proxy
-// serves requires newer genproto modules than this module builds with, which would
-// split the builds that test/dep's TestToolModulesShareBuilds keeps shared. promtool
-// parses them as Prometheus does; the names are read with metricNames, a scan of
-// PromQL's tokens that TestMetricNames checks.
+// The expressions are parsed by promtool, Prometheus's own parser at the version the
+// real-node suite runs, rather than by github.com/prometheus/prometheus/promql/parser
+// in this module: its v0.313.2 and later (the releases the module index lists)
+// require newer genproto modules than this module builds with, which would split the
+// builds that test/dep's TestToolModulesShareBuilds keeps shared. The names are read
+// with metricNames, a scan of PromQL's tokens that TestMetricNames checks.
 package monitoring
 
 import (
@@ -564,24 +564,24 @@ func TestMetricNames(t *testing.T) {
 	}
 }
 
-// TestPrometheusConfig runs `promtool check config` on prometheus.yml, the plain
+// TestPrometheusConfig runs `promtool check config` on prometheus.yaml, the plain
 // Prometheus of the README, which also checks the rule file it loads. Debian's
 // promtool, like its prometheus, is built without Kubernetes discovery, so the test
 // puts a file_sd_configs entry in place of each kubernetes_sd_configs one: the rest,
 // the relabelling included, is checked as written.
 func TestPrometheusConfig(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile(filepath.Join(dir, "prometheus.yml"))
+	b, err := os.ReadFile(filepath.Join(dir, "prometheus.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	sd := regexp.MustCompile(`(?m)^(\s*)kubernetes_sd_configs:\n\s*- role: pod\n`)
 	if n := len(sd.FindAll(b, -1)); n != 2 {
-		t.Fatalf("prometheus.yml has %d kubernetes_sd_configs of role pod, want 2 (the sidecars and the operator)", n)
+		t.Fatalf("prometheus.yaml has %d kubernetes_sd_configs of role pod, want 2 (the sidecars and the operator)", n)
 	}
 	tmp := t.TempDir()
 	config := sd.ReplaceAll(b, []byte("${1}file_sd_configs:\n${1}  - files: [targets.json]\n"))
-	for name, content := range map[string][]byte{"prometheus.yml": config, "targets.json": []byte("[]\n")} {
+	for name, content := range map[string][]byte{"prometheus.yaml": config, "targets.json": []byte("[]\n")} {
 		if err := os.WriteFile(filepath.Join(tmp, name), content, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -593,7 +593,7 @@ func TestPrometheusConfig(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(tmp, "rules.yaml"), rules, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out := run(t, tmp, "check", "config", "prometheus.yml")
+	out := run(t, tmp, "check", "config", "prometheus.yaml")
 	if !strings.Contains(out, "rules found") {
 		t.Errorf("promtool check config did not check rules.yaml:\n%s", out)
 	}

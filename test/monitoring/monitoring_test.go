@@ -599,3 +599,86 @@ func TestPrometheusConfig(t *testing.T) {
 	}
 	t.Log(out)
 }
+
+// scopedRules is the rule file of the PrometheusRule that the operator makes for
+// Memcached shop/cache, which pkg/memcached's TestScopedRulesFile keeps current.
+const scopedRules = "../../pkg/memcached/testdata/prometheusrule-shop-cache.yaml"
+
+// otherPod is a pod of another Memcached, cache-blue, in the same namespace: its
+// name starts with cache- too.
+const otherPod = "cache-blue-5b8c7d6e9-abcde"
+
+// TestScopedRulesFireForTheirMemcachedOnly runs rules_test.yaml's cases of the
+// cache alerts on the rules of Memcached shop/cache's PrometheusRule, with a copy
+// of every series of the pod that fires them given to a pod of Memcached
+// cache-blue: each alert must fire as in rules.yaml, with the label memcached=cache,
+// and never for cache-blue's pod.
+func TestScopedRulesFireForTheirMemcachedOnly(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join(dir, "rules_test.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file map[string]interface{}
+	if err := yaml.Unmarshal(b, &file); err != nil {
+		t.Fatal(err)
+	}
+	var scoped ruleFile
+	rules, err := os.ReadFile(scopedRules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(rules, &scoped); err != nil {
+		t.Fatal(err)
+	}
+	alerts := map[string]bool{}
+	for _, g := range scoped.Groups {
+		for _, r := range g.Rules {
+			alerts[r.Alert] = true
+		}
+	}
+	var kept []interface{}
+	tested := map[string]bool{}
+	for _, tc := range file["tests"].([]interface{}) {
+		tc := tc.(map[string]interface{})
+		checks := tc["alert_rule_test"].([]interface{})
+		if !alerts[checks[0].(map[string]interface{})["alertname"].(string)] {
+			continue
+		}
+		series := tc["input_series"].([]interface{})
+		for _, s := range series {
+			s := s.(map[string]interface{})
+			if name := s["series"].(string); strings.Contains(name, "cache-7d9f8b6c5-x2k4q") {
+				series = append(series, map[string]interface{}{"series": strings.ReplaceAll(name, "cache-7d9f8b6c5-x2k4q", otherPod), "values": s["values"]})
+			}
+		}
+		tc["input_series"] = series
+		for _, c := range checks {
+			c := c.(map[string]interface{})
+			tested[c["alertname"].(string)] = true
+			exp, _ := c["exp_alerts"].([]interface{})
+			for _, e := range exp {
+				e.(map[string]interface{})["exp_labels"].(map[string]interface{})["memcached"] = "cache"
+			}
+		}
+		kept = append(kept, tc)
+	}
+	for a := range alerts {
+		if !tested[a] {
+			t.Errorf("rules_test.yaml has no case of %s", a)
+		}
+	}
+	file["tests"] = kept
+	file["rule_files"] = []string{"rules.yaml"}
+	out, err := yaml.Marshal(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	for name, content := range map[string][]byte{"rules.yaml": rules, "tests.yaml": out} {
+		if err := os.WriteFile(filepath.Join(tmp, name), content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Log(run(t, tmp, "test", "rules", "tests.yaml"))
+}

@@ -22,8 +22,8 @@
 // a value whose fields are all that tell it from the others (its
 // kube.Kind, its builder, what it compares and restores, its reasons and
 // Events), run by one generic step that creates it, leaves another owner's
-// alone and restores what someone changed. service.go, pdb.go and
-// servicemonitor.go each declare one; Kinds gives their kube.Kinds to
+// alone and restores what someone changed. service.go, pdb.go,
+// servicemonitor.go and prometheusrule.go each declare one; Kinds gives their kube.Kinds to
 // kube.NewCachedClient, which serves any Kind by the same calls.
 //
 // # Where to add

@@ -5,12 +5,12 @@
 // export. promtool is Debian's prometheus package, Prometheus 2.42, the Prometheus
 // of the real-node suite; test/scripts/install-deps.sh installs it.
 //
-// The expressions are parsed by promtool rather than by github.com/prometheus/
-// prometheus/promql/parser in this module: every release of it that the module proxy
-// serves requires newer genproto modules than this module builds with, which would
-// split the builds that test/dep's TestToolModulesShareBuilds keeps shared. promtool
-// parses them as Prometheus does; the names are read with metricNames, a scan of
-// PromQL's tokens that TestMetricNames checks.
+// The expressions are parsed by promtool, Prometheus's own parser at the version the
+// real-node suite runs, rather than by github.com/prometheus/prometheus/promql/parser
+// in this module: its v0.313.2 and later (the releases the module index lists)
+// require newer genproto modules than this module builds with, which would split the
+// builds that test/dep's TestToolModulesShareBuilds keeps shared. The names are read
+// with metricNames, a scan of PromQL's tokens that TestMetricNames checks.
 package monitoring
 
 import (
@@ -562,4 +562,123 @@ func TestMetricNames(t *testing.T) {
 			t.Errorf("metricNames(%s): got %v, want %v", tt.expr, got, tt.want)
 		}
 	}
+}
+
+// TestPrometheusConfig runs `promtool check config` on prometheus.yaml, the plain
+// Prometheus of the README, which also checks the rule file it loads. Debian's
+// promtool, like its prometheus, is built without Kubernetes discovery, so the test
+// puts a file_sd_configs entry in place of each kubernetes_sd_configs one: the rest,
+// the relabelling included, is checked as written.
+func TestPrometheusConfig(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join(dir, "prometheus.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sd := regexp.MustCompile(`(?m)^(\s*)kubernetes_sd_configs:\n\s*- role: pod\n`)
+	if n := len(sd.FindAll(b, -1)); n != 2 {
+		t.Fatalf("prometheus.yaml has %d kubernetes_sd_configs of role pod, want 2 (the sidecars and the operator)", n)
+	}
+	tmp := t.TempDir()
+	config := sd.ReplaceAll(b, []byte("${1}file_sd_configs:\n${1}  - files: [targets.json]\n"))
+	for name, content := range map[string][]byte{"prometheus.yaml": config, "targets.json": []byte("[]\n")} {
+		if err := os.WriteFile(filepath.Join(tmp, name), content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rules, err := os.ReadFile(filepath.Join(dir, "rules.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "rules.yaml"), rules, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := run(t, tmp, "check", "config", "prometheus.yaml")
+	if !strings.Contains(out, "rules found") {
+		t.Errorf("promtool check config did not check rules.yaml:\n%s", out)
+	}
+	t.Log(out)
+}
+
+// scopedRules is the rule file of the PrometheusRule that the operator makes for
+// Memcached shop/cache, which pkg/memcached's TestScopedRulesFile keeps current.
+const scopedRules = "../../pkg/memcached/testdata/prometheusrule-shop-cache.yaml"
+
+// otherPod is a pod of another Memcached, cache-blue, in the same namespace: its
+// name starts with cache- too.
+const otherPod = "cache-blue-5b8c7d6e9-abcde"
+
+// TestScopedRulesFireForTheirMemcachedOnly runs rules_test.yaml's cases of the
+// cache alerts on the rules of Memcached shop/cache's PrometheusRule, with a copy
+// of every series of the pod that fires them given to a pod of Memcached
+// cache-blue: each alert must fire as in rules.yaml, with the label memcached=cache,
+// and never for cache-blue's pod.
+func TestScopedRulesFireForTheirMemcachedOnly(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join(dir, "rules_test.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file map[string]interface{}
+	if err := yaml.Unmarshal(b, &file); err != nil {
+		t.Fatal(err)
+	}
+	var scoped ruleFile
+	rules, err := os.ReadFile(scopedRules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(rules, &scoped); err != nil {
+		t.Fatal(err)
+	}
+	alerts := map[string]bool{}
+	for _, g := range scoped.Groups {
+		for _, r := range g.Rules {
+			alerts[r.Alert] = true
+		}
+	}
+	var kept []interface{}
+	tested := map[string]bool{}
+	for _, tc := range file["tests"].([]interface{}) {
+		tc := tc.(map[string]interface{})
+		checks := tc["alert_rule_test"].([]interface{})
+		if !alerts[checks[0].(map[string]interface{})["alertname"].(string)] {
+			continue
+		}
+		series := tc["input_series"].([]interface{})
+		for _, s := range series {
+			s := s.(map[string]interface{})
+			if name := s["series"].(string); strings.Contains(name, "cache-7d9f8b6c5-x2k4q") {
+				series = append(series, map[string]interface{}{"series": strings.ReplaceAll(name, "cache-7d9f8b6c5-x2k4q", otherPod), "values": s["values"]})
+			}
+		}
+		tc["input_series"] = series
+		for _, c := range checks {
+			c := c.(map[string]interface{})
+			tested[c["alertname"].(string)] = true
+			exp, _ := c["exp_alerts"].([]interface{})
+			for _, e := range exp {
+				e.(map[string]interface{})["exp_labels"].(map[string]interface{})["memcached"] = "cache"
+			}
+		}
+		kept = append(kept, tc)
+	}
+	for a := range alerts {
+		if !tested[a] {
+			t.Errorf("rules_test.yaml has no case of %s", a)
+		}
+	}
+	file["tests"] = kept
+	file["rule_files"] = []string{"rules.yaml"}
+	out, err := yaml.Marshal(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	for name, content := range map[string][]byte{"rules.yaml": rules, "tests.yaml": out} {
+		if err := os.WriteFile(filepath.Join(tmp, name), content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Log(run(t, tmp, "test", "rules", "tests.yaml"))
 }

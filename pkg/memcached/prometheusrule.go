@@ -3,6 +3,8 @@ package memcached
 import (
 	"fmt"
 	"regexp"
+	"sort"
+	"strings"
 
 	"github.com/example-inc/memcached-operator/deploy/monitoring"
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
@@ -137,22 +139,42 @@ func Alerted(m *v1alpha1.Memcached) bool {
 	return Monitored(m) && m.Spec.Monitoring.PrometheusRule
 }
 
+// SetLabelsAnnotation lists, sorted and comma-separated, the keys of
+// spec.monitoring.labels that the operator set on a ServiceMonitor or
+// PrometheusRule, so that it takes off a label the spec no longer has, and
+// only such a label: one that someone else added stays (see SetLabels).
+const SetLabelsAnnotation = "cache.example.com/set-labels"
+
+// SetLabels returns the keys that o's SetLabelsAnnotation lists.
+func SetLabels(o metav1.Object) []string {
+	v := o.GetAnnotations()[SetLabelsAnnotation]
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ",")
+}
+
 // monitoringMeta is the metadata of m's ServiceMonitor and PrometheusRule:
-// that of every child, with spec.monitoring.labels added. The operator's own
-// labels win over the same keys there, which ValidateSpec refuses anyway.
+// that of every child, with spec.monitoring.labels added and listed in
+// SetLabelsAnnotation. The operator's own labels win over the same keys
+// there, which ValidateSpec refuses anyway.
 func monitoringMeta(m *v1alpha1.Memcached) metav1.ObjectMeta {
 	meta := childMeta(m)
-	if m.Spec.Monitoring == nil {
+	if m.Spec.Monitoring == nil || len(m.Spec.Monitoring.Labels) == 0 {
 		return meta
 	}
 	labels := make(map[string]string, len(meta.Labels)+len(m.Spec.Monitoring.Labels))
+	keys := make([]string, 0, len(m.Spec.Monitoring.Labels))
 	for k, v := range m.Spec.Monitoring.Labels {
 		labels[k] = v
+		keys = append(keys, k)
 	}
 	for k, v := range meta.Labels {
 		labels[k] = v
 	}
+	sort.Strings(keys)
 	meta.Labels = labels
+	meta.Annotations = map[string]string{SetLabelsAnnotation: strings.Join(keys, ",")}
 	return meta
 }
 

@@ -420,8 +420,16 @@ func fakePatch[T fakeObject[T]](f *fakeClient, kind string, gr schema.GroupResou
 	}
 	for _, op := range ops[1:] {
 		fields := strings.Split(strings.TrimPrefix(op.Path, "/"), "/")
+		for i, f := range fields {
+			// JSON pointer escapes (RFC 6901), as in an annotation key's "/".
+			fields[i] = strings.ReplaceAll(strings.ReplaceAll(f, "~1", "/"), "~0", "~")
+		}
 		switch op.Op {
 		case "add":
+			// RFC 6902: the member's parent must exist, as the API server holds it to.
+			if _, found, _ := unstructured.NestedFieldNoCopy(content, fields[:len(fields)-1]...); !found {
+				return apierrors.NewInvalid(schema.GroupKind{Group: gr.Group, Kind: kind}, name, nil)
+			}
 			if err := unstructured.SetNestedField(content, runtime.DeepCopyJSONValue(op.Value), fields...); err != nil {
 				return err
 			}

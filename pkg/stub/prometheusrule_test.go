@@ -207,8 +207,9 @@ func TestEnsuresThePrometheusRule(t *testing.T) {
 
 // TestMonitoringLabelsReachBothChildren checks that spec.monitoring.labels
 // are on the ServiceMonitor and the PrometheusRule the operator creates,
-// beside its own, and are put back on both when someone removes them, while
-// labels that others added stay.
+// beside its own, and listed in memcached.SetLabelsAnnotation; that they are
+// put back on both when someone removes them; that a label taken out of
+// the spec is taken off both; and that labels others added stay.
 func TestMonitoringLabelsReachBothChildren(t *testing.T) {
 	m := withAlerts(memcachedtest.NewMemcached("example", 1), true)
 	want := maps.Clone(monitoringLabels)
@@ -219,16 +220,44 @@ func TestMonitoringLabelsReachBothChildren(t *testing.T) {
 	}
 	withTeam := maps.Clone(want)
 	withTeam["team"] = "cache"
+	// The children as an earlier spec, with labels release and env, left
+	// them, and team, which someone else added; the spec now has release
+	// alone.
+	earlier := func(o *unstructured.Unstructured) *unstructured.Unstructured {
+		o.SetLabels(map[string]string{"app": "memcached", "memcached_cr": "example", "release": "kube-prometheus-stack", "env": "prod", "team": "cache"})
+		o.SetAnnotations(map[string]string{memcached.SetLabelsAnnotation: "env,release", "note": "kept"})
+		return o
+	}
+	// Children of an operator that set no annotation.
+	unannotated := func(o *unstructured.Unstructured) *unstructured.Unstructured {
+		unstructured.RemoveNestedField(o.Object, "metadata", "annotations")
+		return o
+	}
 	tests := []struct {
 		name    string
 		objects []runtime.Object
 		want    map[string]string
+		// wantAnnotations are the children's annotations afterwards.
+		wantAnnotations map[string]string
 	}{
-		{name: "created with them", want: want},
+		{name: "created with them", want: want, wantAnnotations: map[string]string{memcached.SetLabelsAnnotation: "release"}},
 		{
-			name:    "put back when removed",
-			objects: []runtime.Object{stripped(ownedServiceMonitor(m, nil)), stripped(ownedPrometheusRule(m, nil))},
-			want:    withTeam,
+			name:            "put back when removed",
+			objects:         []runtime.Object{stripped(ownedServiceMonitor(m, nil)), stripped(ownedPrometheusRule(m, nil))},
+			want:            withTeam,
+			wantAnnotations: map[string]string{memcached.SetLabelsAnnotation: "release"},
+		},
+		{
+			name:            "taken off when the spec drops them, others' staying",
+			objects:         []runtime.Object{earlier(ownedServiceMonitor(m, nil)), earlier(ownedPrometheusRule(m, nil))},
+			want:            withTeam,
+			wantAnnotations: map[string]string{memcached.SetLabelsAnnotation: "release", "note": "kept"},
+		},
+		{
+			name:            "annotated when an earlier operator did not",
+			objects:         []runtime.Object{unannotated(ownedServiceMonitor(m, nil)), unannotated(ownedPrometheusRule(m, nil))},
+			want:            want,
+			wantAnnotations: map[string]string{memcached.SetLabelsAnnotation: "release"},
 		},
 	}
 	for _, tt := range tests {
@@ -249,8 +278,13 @@ func TestMonitoringLabelsReachBothChildren(t *testing.T) {
 			} {
 				if got == nil {
 					t.Errorf("no %s", kind)
-				} else if !maps.Equal(got.GetLabels(), tt.want) {
-					t.Errorf("%s labels: got %v, want %v", kind, got.GetLabels(), tt.want)
+				} else {
+					if !maps.Equal(got.GetLabels(), tt.want) {
+						t.Errorf("%s labels: got %v, want %v", kind, got.GetLabels(), tt.want)
+					}
+					if !maps.Equal(got.GetAnnotations(), tt.wantAnnotations) {
+						t.Errorf("%s annotations: got %v, want %v", kind, got.GetAnnotations(), tt.wantAnnotations)
+					}
 				}
 			}
 		})

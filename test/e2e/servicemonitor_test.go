@@ -109,7 +109,8 @@ type serviceMonitor struct {
 // ServiceMonitor that scrapes the Service's metrics port and a
 // PrometheusRule whose rules promtool accepts and select the Memcached's
 // pods only, both owned by the Memcached and labelled with
-// spec.monitoring.labels, which are put back when removed; that it deletes
+// spec.monitoring.labels, which are put back when removed and taken off
+// when the spec drops them; that it deletes
 // both when monitoring is turned off; and that it leaves someone else's
 // ServiceMonitor alone.
 //
@@ -182,6 +183,20 @@ func TestServiceMonitorFollowsTheAPI(t *testing.T) {
 			}
 			if o.Metadata.Labels["release"] != "kube-prometheus-stack" {
 				return fmt.Errorf("%s labels %v, want release=kube-prometheus-stack", kind, o.Metadata.Labels)
+			}
+		}
+		return nil
+	})
+	// A label taken out of the spec is taken off; the new one is added.
+	ns.run("patch", "memcached", "cache", "--type=merge", "-p", `{"spec":{"monitoring":{"labels":{"release":null,"tier":"cache"}}}}`)
+	ns.eventually("release off and tier on the servicemonitor and the prometheusrule", func(ctx context.Context) error {
+		for _, kind := range []string{"servicemonitor", "prometheusrule"} {
+			var o struct{ Metadata framework.ObjectMeta }
+			if err := ns.kubectl.GetJSON(ctx, &o, kind, "cache"); err != nil {
+				return err
+			}
+			if _, ok := o.Metadata.Labels["release"]; ok || o.Metadata.Labels["tier"] != "cache" {
+				return fmt.Errorf("%s labels %v, want tier=cache and no release", kind, o.Metadata.Labels)
 			}
 		}
 		return nil

@@ -44,7 +44,8 @@ type options struct {
 	workers        int
 	childBatch     time.Duration
 	progressEvery  time.Duration
-	// serviceMonitorCheck is how long discovery's answer on ServiceMonitors holds.
+	// serviceMonitorCheck is how long discovery's answer on ServiceMonitors and
+	// PrometheusRules holds.
 	serviceMonitorCheck time.Duration
 	leaderElect         bool
 	// identity is this candidate's name in the election: POD_NAME, set by
@@ -101,7 +102,7 @@ func parseOptions(args []string, getenv func(string) string, output io.Writer) (
 	fs.IntVar(&o.workers, "workers", 4, "How many Memcached resources are reconciled at once; one resource is never reconciled by two workers.")
 	fs.DurationVar(&o.childBatch, "child-updates-batch-period", 500*time.Millisecond, "How long a reconcile that a change of a Memcached's Deployment or pods asks for waits, so that the burst of pod changes as pods start costs one status write; status.nodes lags that much (0 disables).")
 	fs.DurationVar(&o.progressEvery, "progress-status-interval", 5*time.Second, "How often, at most, the status of a Memcached whose pods are still starting, scaling or rolling is written; a new Memcached's first status waits this long after its Deployment's creation unless its pods are all Ready first. The start of a roll, the end of the progress, failures and spec changes are written at once (0 writes every change).")
-	fs.DurationVar(&o.serviceMonitorCheck, "servicemonitor-check-interval", kube.DefaultServiceMonitorCheckInterval, "How long the answer of discovery on whether ServiceMonitors are served holds, while a Memcached has spec.monitoring: a ServiceMonitor CRD installed later is noticed by the first reconcile after that (at least 1s).")
+	fs.DurationVar(&o.serviceMonitorCheck, "servicemonitor-check-interval", kube.DefaultServiceMonitorCheckInterval, "How long the answer of discovery on whether ServiceMonitors and PrometheusRules are served holds, while a Memcached has spec.monitoring: a CRD installed later is noticed by the first reconcile after that (at least 1s).")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "Address (host:port) of the HTTP server for /metrics, /healthz and /readyz, such as :8080; empty serves none. deploy/operator.yaml sets :8080.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Run as one of several replicas: only the holder of the Lease memcached-operator in the operator's own namespace, POD_NAMESPACE, reconciles, the others stand by to take over. Out of a cluster POD_NAMESPACE may be left unset while WATCH_NAMESPACE names a single namespace, which then holds the Lease. Off for a single local process; deploy/operator.yaml turns it on.")
 	fs.DurationVar(&o.leaseDuration, "leader-elect-lease-duration", 12*time.Second, "How long a standby waits, after it last saw the leader renew the Lease, before it takes over.")

@@ -32,8 +32,8 @@
 // The SDK's client sends every read to the API server, at client-go 1.11's
 // default 5 requests per second. CachedClient reads informer caches
 // instead, so a reconcile that changes nothing sends no request (but one
-// GET of its ServiceMonitor with monitoring: no cache watches a CRD that
-// may come and go), and writes through clients with the operator's
+// GET of its ServiceMonitor and one of its PrometheusRule with monitoring:
+// no cache watches a CRD that may come and go), and writes through clients with the operator's
 // own limits (--kube-api-qps, --kube-api-burst).
 //
 // # Scopes

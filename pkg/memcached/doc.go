@@ -1,8 +1,9 @@
 // Package memcached holds what a Memcached asks for, as pure functions of
 // it: the children's desired objects (deployment.go, service.go, pdb.go,
-// servicemonitor.go, discovery.go, whose ConfigMap also depends on the
-// pods the caches show and the version stored before), the spec's rules and defaults (spec.go, extraargs.go,
-// security.go) and the bounds of the operator's policy flags (policy.go),
+// servicemonitor.go, prometheusrule.go, discovery.go, whose ConfigMap also
+// depends on the pods the caches show and the version stored before), the
+// spec's rules and defaults (spec.go, extraargs.go, security.go) and the
+// bounds of the operator's policy flags (policy.go),
 // the status it should have given what the caches show (status.go), and
 // the reasons that conditions and Events give (reasons.go, and each child's
 // beside its builder). It imports no

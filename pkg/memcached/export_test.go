@@ -80,3 +80,9 @@ const (
 )
 
 var Project = project
+
+// ScopeExpr is scopeExpr, for TestScopeExpr.
+var ScopeExpr = scopeExpr
+
+// CacheRules returns rules.yaml's CacheRuleGroup as the operator read it.
+func CacheRules() (RuleGroup, error) { return cacheRules, cacheRulesErr }

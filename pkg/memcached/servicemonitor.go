@@ -38,9 +38,9 @@ func serviceMonitorSpec(m *v1alpha1.Memcached) map[string]interface{} {
 
 // NewServiceMonitor returns m's ServiceMonitor. client-go 1.11
 // has no type for it, so it is unstructured, with the metadata every child
-// has.
+// has and spec.monitoring.labels (see monitoringMeta).
 func NewServiceMonitor(m *v1alpha1.Memcached) (*unstructured.Unstructured, error) {
-	meta := childMeta(m)
+	meta := monitoringMeta(m)
 	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&meta)
 	if err != nil {
 		return nil, err

@@ -97,7 +97,32 @@ func ValidateSpec(m *v1alpha1.Memcached) error {
 			return fmt.Errorf("spec.maintenanceWindow: %v", err)
 		}
 	}
+	if err := validateMonitoring(m); err != nil {
+		return err
+	}
 	return validatePlacement(m)
+}
+
+// validateMonitoring checks spec.monitoring.labels as the API server checks
+// labels, so that the ServiceMonitor and the PrometheusRule that carry them
+// can be written, and refuses the operator's own, which the children's
+// selectors and the caches' filters rely on.
+func validateMonitoring(m *v1alpha1.Memcached) error {
+	if m.Spec.Monitoring == nil {
+		return nil
+	}
+	for k, v := range m.Spec.Monitoring.Labels {
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			return fmt.Errorf("spec.monitoring.labels: key %q is not a label key: %s", k, strings.Join(errs, "; "))
+		}
+		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+			return fmt.Errorf("spec.monitoring.labels[%s]: %q is not a label value: %s", k, v, strings.Join(errs, "; "))
+		}
+		if k == AppLabel || k == CRLabel {
+			return fmt.Errorf("spec.monitoring.labels: %s is the operator's own label", k)
+		}
+	}
+	return nil
 }
 
 // validateSecurity checks spec.tls and spec.auth: Secret names the API

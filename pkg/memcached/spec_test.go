@@ -63,6 +63,7 @@ func TestValidateSpec(t *testing.T) {
 		nodeSelector map[string]string
 		priority     string
 		window       *v1alpha1.MaintenanceWindow
+		monitoring   map[string]string
 		wantErr      string
 	}{
 		{name: "maintenance window", window: &v1alpha1.MaintenanceWindow{Day: "Sunday", Start: "03:00", Duration: metav1.Duration{Duration: 2 * time.Hour}}},
@@ -169,6 +170,11 @@ func TestValidateSpec(t *testing.T) {
 		{name: "node selector of label keys and values", nodeSelector: map[string]string{"kubernetes.io/os": "linux", "disk": ""}},
 		{name: "node selector key with a space", nodeSelector: map[string]string{"bad key!": "x"}, wantErr: `spec.nodeSelector: key "bad key!" is not a label key`},
 		{name: "node selector value with a space", nodeSelector: map[string]string{"disk": "fast ssd"}, wantErr: `spec.nodeSelector[disk]: "fast ssd" is not a label value`},
+		{name: "monitoring labels of label keys and values", monitoring: map[string]string{"release": "kube-prometheus-stack", "example.com/team": ""}},
+		{name: "monitoring label key with a space", monitoring: map[string]string{"bad key!": "x"}, wantErr: `spec.monitoring.labels: key "bad key!" is not a label key`},
+		{name: "monitoring label value with a space", monitoring: map[string]string{"release": "kube prometheus"}, wantErr: `spec.monitoring.labels[release]: "kube prometheus" is not a label value`},
+		{name: "monitoring label app", monitoring: map[string]string{"app": "other"}, wantErr: "spec.monitoring.labels: app is the operator's own label"},
+		{name: "monitoring label memcached_cr", monitoring: map[string]string{"memcached_cr": "other"}, wantErr: "spec.monitoring.labels: memcached_cr is the operator's own label"},
 		{name: "priority class", priority: "high-priority.example.com"},
 		{name: "priority class that is no DNS subdomain", priority: "Not_A_DNS_Name", wantErr: `spec.priorityClassName: "Not_A_DNS_Name" is not the name of a PriorityClass`},
 	}
@@ -178,6 +184,9 @@ func TestValidateSpec(t *testing.T) {
 			m.Spec.ExtraArgs, m.Spec.Resources, m.Spec.MemoryMB = tt.extraArgs, tt.resources, tt.memoryMB
 			m.Spec.Tolerations, m.Spec.NodeSelector, m.Spec.PriorityClassName = tt.tolerations, tt.nodeSelector, tt.priority
 			m.Spec.MaintenanceWindow = tt.window
+			if tt.monitoring != nil {
+				m.Spec.Monitoring = &v1alpha1.MemcachedMonitoring{Enabled: true, Labels: tt.monitoring}
+			}
 			err := memcached.ValidateSpec(m)
 			switch {
 			case tt.wantErr == "" && err != nil:

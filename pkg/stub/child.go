@@ -2,6 +2,7 @@ package stub
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
 	"github.com/example-inc/memcached-operator/pkg/kube"
@@ -15,7 +16,7 @@ import (
 // children are the steps of the checklist that come after the Deployment's,
 // in order (see ensureChildren). A new child is one line here and a file
 // that declares it.
-var children = []child{serviceChild, pdbChild, serviceMonitorChild, discoveryChild}
+var children = []child{serviceChild, pdbChild, serviceMonitorChild, prometheusRuleChild, discoveryChild}
 
 // child is one step of the checklist: one kind of a Memcached's children.
 type child interface {
@@ -46,13 +47,11 @@ type ownedChild[T kube.Object] struct {
 	// api is the kind the client reads and writes.
 	api *kube.Kind
 	// wanted, if set, reports whether m should have the child now; when it
-	// says no, the child is left alone, or deleted with removeUnwanted.
+	// says no, the child is left alone, or deleted while removeUnwanted, if
+	// set, reports that m may still have one worth looking for (each look
+	// at an Optional kind is a request to the API server).
 	wanted         func(m *v1alpha1.Memcached) bool
-	removeUnwanted bool
-	// mayExist, if set, reports whether m may still have the child that
-	// wanted no longer asks for, so that removing it costs the others no
-	// read.
-	mayExist func(m *v1alpha1.Memcached) bool
+	removeUnwanted func(m *v1alpha1.Memcached) bool
 	// want builds the child m asks for, from m and, for a child such as the
 	// discovery ConfigMap that lists m's pods, from what the handler's
 	// client shows.
@@ -99,7 +98,7 @@ func (c *ownedChild[T]) apiKind() *kube.Kind { return c.api }
 // served; without it nothing fails.
 func (c *ownedChild[T]) ensure(h *Handler, m *v1alpha1.Memcached) *failure {
 	if c.wanted != nil && !c.wanted(m) {
-		if c.removeUnwanted && (c.mayExist == nil || c.mayExist(m)) {
+		if c.removeUnwanted != nil && c.removeUnwanted(m) {
 			return c.remove(h, m)
 		}
 		return nil
@@ -151,7 +150,8 @@ func (c *ownedChild[T]) ensure(h *Handler, m *v1alpha1.Memcached) *failure {
 	}
 	holds := c.holds(got, want)
 	labels := restoredLabels(got, want)
-	if holds && labels == nil {
+	setPath, setValue := setLabelsAnnotation(got, want)
+	if holds && labels == nil && setPath == "" {
 		return nil
 	}
 	values := map[string]interface{}{}
@@ -165,6 +165,9 @@ func (c *ownedChild[T]) ensure(h *Handler, m *v1alpha1.Memcached) *failure {
 	}
 	if labels != nil {
 		values["/metadata/labels"] = labels
+	}
+	if setPath != "" {
+		values[setPath] = setValue
 	}
 	patch, err := memcached.JSONPatchSet(got.GetUID(), values)
 	if err == nil {
@@ -186,26 +189,60 @@ func (c *ownedChild[T]) ensure(h *Handler, m *v1alpha1.Memcached) *failure {
 }
 
 // restoredLabels returns got's labels with want's put back, when someone
-// removed or changed one of those the operator sets, or nil. Labels that
-// others added stay. Without its app label a child drops out of the
-// operator's cache, which selects on it, and each reconcile then finds it
-// through the create that fails; this puts it back.
+// removed or changed one of those the operator sets, and without those that
+// got's memcached.SetLabelsAnnotation lists and want's no longer does, or
+// nil when none of that changes them. Labels that others added stay.
+// Without its app label a child drops out of the operator's cache, which
+// selects on it, and each reconcile then finds it through the create that
+// fails; this puts it back.
 func restoredLabels(got, want metav1.Object) map[string]string {
 	have := got.GetLabels()
 	var out map[string]string
-	for k, v := range want.GetLabels() {
-		if have[k] == v {
-			continue
-		}
+	set := func(k string) {
 		if out == nil {
 			out = make(map[string]string, len(have)+len(want.GetLabels()))
 			for hk, hv := range have {
 				out[hk] = hv
 			}
 		}
-		out[k] = v
+		if v, ok := want.GetLabels()[k]; ok {
+			out[k] = v
+		} else {
+			delete(out, k)
+		}
+	}
+	for k, v := range want.GetLabels() {
+		if have[k] != v {
+			set(k)
+		}
+	}
+	for _, k := range memcached.SetLabels(got) {
+		if _, wanted := want.GetLabels()[k]; !wanted {
+			if _, ok := have[k]; ok {
+				set(k)
+			}
+		}
 	}
 	return out
+}
+
+// setLabelsAnnotation returns the JSON patch path and value that give got
+// want's memcached.SetLabelsAnnotation (a nil value removes it), or "" when
+// got has it already.
+func setLabelsAnnotation(got, want metav1.Object) (string, interface{}) {
+	g, hasG := got.GetAnnotations()[memcached.SetLabelsAnnotation]
+	w, hasW := want.GetAnnotations()[memcached.SetLabelsAnnotation]
+	path := "/metadata/annotations/" + strings.ReplaceAll(memcached.SetLabelsAnnotation, "/", "~1")
+	switch {
+	case hasW && got.GetAnnotations() == nil:
+		// A JSON patch adds no member to a map that is not there.
+		return "/metadata/annotations", map[string]string{memcached.SetLabelsAnnotation: w}
+	case hasW && g != w:
+		return path, w
+	case !hasW && hasG:
+		return path, nil
+	}
+	return "", nil
 }
 
 // remove deletes m's own child, if it has one and its API is served. A

@@ -48,12 +48,11 @@ var discoveryChild = &ownedChild[*corev1.ConfigMap]{
 		updateFailed: memcached.ReasonConfigMapUpdateFailed,
 		deleteFailed: memcached.ReasonConfigMapDeleteFailed,
 	},
-	api:            configMapKind,
-	wanted:         memcached.Discovered,
-	removeUnwanted: true,
+	api:    configMapKind,
+	wanted: memcached.Discovered,
 	// Only a Memcached that had discovery has a version in its status.
-	mayExist: func(m *v1alpha1.Memcached) bool { return m.Status.DiscoveryVersion > 0 },
-	want:     wantDiscovery,
+	removeUnwanted: func(m *v1alpha1.Memcached) bool { return m.Status.DiscoveryVersion > 0 },
+	want:           wantDiscovery,
 	holds: func(got, want *corev1.ConfigMap) bool {
 		return got.Data[memcached.DiscoveryKey] == want.Data[memcached.DiscoveryKey]
 	},

@@ -2,8 +2,9 @@
 // Memcached it keeps a memcached Deployment of spec.size pods running the
 // pod template the spec asks for, a headless Service that lists them,
 // with more than one pod a PodDisruptionBudget, with monitoring where
-// the API is served a ServiceMonitor and, with discovery, the ConfigMap of
-// the membership that its pods serve to ElastiCache clients (discovery.go);
+// the API is served a ServiceMonitor and, if asked for, a PrometheusRule
+// with the alerts of its pods, and, with discovery, the ConfigMap of the
+// membership that its pods serve to ElastiCache clients (discovery.go);
 // and it reports the pods in
 // status: their names, how many are Ready, and conditions that say whether
 // they are available, still changing and, if something is wrong, why.
@@ -24,9 +25,9 @@
 // kube.Kind, its builder, what it compares and restores, its reasons and
 // Events), run by one generic step that creates it, leaves another owner's
 // alone and restores what someone changed. service.go, pdb.go,
-// servicemonitor.go and discovery.go each declare one; Kinds gives their
-// kube.Kinds to kube.NewCachedClient, which serves any Kind by the same
-// calls.
+// servicemonitor.go, prometheusrule.go and discovery.go each declare one;
+// Kinds gives their kube.Kinds to kube.NewCachedClient, which serves any
+// Kind by the same calls.
 //
 // # Where to add
 //

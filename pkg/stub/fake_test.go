@@ -34,9 +34,12 @@ type fakeClient struct {
 	// mountFailures are the messages of the pods' newest FailedMount
 	// Events, by pod UID, as the cache of Events shows them.
 	mountFailures map[types.UID]string
-	// serviceMonitors are served only with serviceMonitorsServed.
-	serviceMonitors       map[string]*unstructured.Unstructured
-	serviceMonitorsServed bool
+	// serviceMonitors and prometheusRules are served only with
+	// monitoringServed, as the Prometheus Operator installs their CRDs
+	// together.
+	serviceMonitors  map[string]*unstructured.Unstructured
+	prometheusRules  map[string]*unstructured.Unstructured
+	monitoringServed bool
 	// uncached hides Deployments, Services and PodDisruptionBudgets, by
 	// kind and namespace/name ("service test/example"), from the Get calls:
 	// the operator's cache leaves out those without its app label.
@@ -68,6 +71,7 @@ func newFakeClient(objects ...runtime.Object) *fakeClient {
 		pdbs:            map[string]*policyv1beta1.PodDisruptionBudget{},
 		configMaps:      map[string]*corev1.ConfigMap{},
 		serviceMonitors: map[string]*unstructured.Unstructured{},
+		prometheusRules: map[string]*unstructured.Unstructured{},
 		patches:         map[string]string{},
 		applied:         map[string]*unstructured.Unstructured{},
 		failOn:          map[string]error{},
@@ -80,6 +84,7 @@ func newFakeClient(objects ...runtime.Object) *fakeClient {
 		memcached.PodDisruptionBudgetResource:       typedStore[*policyv1beta1.PodDisruptionBudget]{"poddisruptionbudget", memcached.PodDisruptionBudgetResource, f.pdbs},
 		memcached.ConfigMapResource:                 typedStore[*corev1.ConfigMap]{"configmap", memcached.ConfigMapResource, f.configMaps},
 		memcached.ServiceMonitorGVR.GroupResource(): typedStore[*unstructured.Unstructured]{"servicemonitor", memcached.ServiceMonitorGVR.GroupResource(), f.serviceMonitors},
+		memcached.PrometheusRuleGVR.GroupResource(): typedStore[*unstructured.Unstructured]{"prometheusrule", memcached.PrometheusRuleGVR.GroupResource(), f.prometheusRules},
 	}
 	for _, o := range objects {
 		switch o := o.(type) {
@@ -96,7 +101,14 @@ func newFakeClient(objects ...runtime.Object) *fakeClient {
 		case *corev1.Pod:
 			f.pods = append(f.pods, o.DeepCopy())
 		case *unstructured.Unstructured:
-			f.serviceMonitors[key(o.GetNamespace(), o.GetName())] = o.DeepCopy()
+			switch o.GetKind() {
+			case "ServiceMonitor":
+				f.serviceMonitors[key(o.GetNamespace(), o.GetName())] = o.DeepCopy()
+			case "PrometheusRule":
+				f.prometheusRules[key(o.GetNamespace(), o.GetName())] = o.DeepCopy()
+			default:
+				panic(fmt.Sprintf("fakeClient cannot hold a %s", o.GetKind()))
+			}
 		default:
 			panic(fmt.Sprintf("fakeClient cannot hold %T", o))
 		}
@@ -307,9 +319,10 @@ func (f *fakeClient) Delete(k *kube.Kind, namespace, name string, uid types.UID)
 }
 
 // Served records no action: the real client asks discovery once per check
-// interval, not once a call. Only ServiceMonitors are Optional.
+// interval, not once a call. Only the Prometheus Operator's kinds are
+// Optional.
 func (f *fakeClient) Served(k *kube.Kind) bool {
-	return !k.Optional || f.serviceMonitorsServed
+	return !k.Optional || f.monitoringServed
 }
 
 // setContent fills o from content, which an Unstructured takes as it is.
@@ -412,8 +425,16 @@ func fakePatch[T fakeObject[T]](f *fakeClient, kind string, gr schema.GroupResou
 	}
 	for _, op := range ops[1:] {
 		fields := strings.Split(strings.TrimPrefix(op.Path, "/"), "/")
+		for i, f := range fields {
+			// JSON pointer escapes (RFC 6901), as in an annotation key's "/".
+			fields[i] = strings.ReplaceAll(strings.ReplaceAll(f, "~1", "/"), "~0", "~")
+		}
 		switch op.Op {
 		case "add":
+			// RFC 6902: the member's parent must exist, as the API server holds it to.
+			if _, found, _ := unstructured.NestedFieldNoCopy(content, fields[:len(fields)-1]...); !found {
+				return apierrors.NewInvalid(schema.GroupKind{Group: gr.Group, Kind: kind}, name, nil)
+			}
 			if err := unstructured.SetNestedField(content, runtime.DeepCopyJSONValue(op.Value), fields...); err != nil {
 				return err
 			}

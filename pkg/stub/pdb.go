@@ -39,7 +39,7 @@ var pdbChild = &ownedChild[*policyv1beta1.PodDisruptionBudget]{
 		Changed: kube.SpecChanged,
 	},
 	wanted:         memcached.WantsPodDisruptionBudget,
-	removeUnwanted: true,
+	removeUnwanted: func(*v1alpha1.Memcached) bool { return true },
 	want: func(_ *Handler, m *v1alpha1.Memcached) (*policyv1beta1.PodDisruptionBudget, error) {
 		return memcached.NewPodDisruptionBudget(m), nil
 	},

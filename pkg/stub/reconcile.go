@@ -117,7 +117,7 @@ func (h *Handler) reconcileSteps(m *v1alpha1.Memcached) error {
 // m's own and runs spec.size replicas of the current pod template, then
 // ensures m's other children, in order (see children): its Service, with
 // more than one pod its PodDisruptionBudget, and with monitoring its
-// ServiceMonitor where that API is served.
+// ServiceMonitor and PrometheusRule where that API is served.
 // It returns the Deployment as it found it, if any, reports whether it
 // created it and whether the Deployment now runs m's spec, its size and pod
 // template (the operator acted on m's generation; see

@@ -50,7 +50,10 @@ var serviceChild = &ownedChild[*corev1.Service]{
 	},
 	beforeRestore: func(h *Handler, m *v1alpha1.Memcached, got *corev1.Service) *failure {
 		if !memcached.Monitored(m) && memcached.HasMetricsPort(got) {
-			return serviceMonitorChild.remove(h, m)
+			if f := serviceMonitorChild.remove(h, m); f != nil {
+				return f
+			}
+			return prometheusRuleChild.remove(h, m)
 		}
 		return nil
 	},

@@ -147,7 +147,7 @@ func TestEnsuresTheServiceMonitor(t *testing.T) {
 				objs = append(objs, tt.sm)
 			}
 			f := newFixture(t, objs...)
-			f.client.serviceMonitorsServed = tt.served
+			f.client.monitoringServed = tt.served
 			if tt.failOn != "" {
 				f.client.failOn[tt.failOn] = refused
 				if tt.failWith != nil {

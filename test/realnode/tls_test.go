@@ -84,8 +84,15 @@ func newTestCA(t *testing.T) *testCA {
 }
 
 // issue returns a certificate with serial for tlsServerName, from a new key,
-// for servers and clients alike, as PEM and as a tls.Certificate.
+// for servers and clients alike, valid for a day, as PEM and as a
+// tls.Certificate.
 func (ca *testCA) issue(t *testing.T, serial int64) (certPEM, keyPEM []byte, pair tls.Certificate) {
+	t.Helper()
+	return ca.issueFor(t, serial, 24*time.Hour)
+}
+
+// issueFor is issue with a certificate valid for validity.
+func (ca *testCA) issueFor(t *testing.T, serial int64, validity time.Duration) (certPEM, keyPEM []byte, pair tls.Certificate) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -93,7 +100,7 @@ func (ca *testCA) issue(t *testing.T, serial int64) (certPEM, keyPEM []byte, pai
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: tlsServerName},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(validity),
 		DNSNames:    []string{tlsServerName},
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},

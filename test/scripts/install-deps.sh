@@ -25,11 +25,15 @@ NODE_PACKAGES=(containerd runc containernetworking-plugins iptables nftables ipr
 # POLICY_RC_D is where invoke-rc.d asks whether a package script may start a service.
 POLICY_RC_D=/usr/sbin/policy-rc.d
 
-# TEST_PACKAGES add gcc and libc6-dev for `go test -race`, make and git, and Node.js for
-# the npm client of the discovery tests (test/scripts/npm-client.sh); npm too, unless the
+# TEST_PACKAGES add gcc and libc6-dev for `go test -race`, make and git; prometheus
+# (2.42: prometheus, promtool, the console libraries and the graphing scripts they load)
+# for the promtool of test/monitoring (`promtool check rules`, `promtool test rules`)
+# and the real-node suite's Prometheus; chromium, with fonts-liberation for its text,
+# for that suite's headless screenshot of the console page; and Node.js for the npm
+# client of the discovery tests (test/scripts/npm-client.sh), with npm too unless the
 # nodejs installed already brings it, as NodeSource's does, whose nodejs conflicts with
 # Debian's npm package.
-TEST_PACKAGES=("${NODE_PACKAGES[@]}" gcc libc6-dev make git nodejs)
+TEST_PACKAGES=("${NODE_PACKAGES[@]}" gcc libc6-dev make git prometheus chromium fonts-liberation nodejs)
 command -v npm >/dev/null 2>&1 || TEST_PACKAGES+=(npm)
 
 packages() {

@@ -145,11 +145,23 @@ type MemcachedAuth struct {
 	SecretName string `json:"secretName"`
 }
 
-// MemcachedMonitoring turns the metrics sidecar on.
+// MemcachedMonitoring turns the metrics sidecar on, and with it the
+// Prometheus Operator's objects that scrape it and alert on it.
 type MemcachedMonitoring struct {
 	// Enabled runs the sidecar's metrics endpoint and exposes it on the
 	// headless Service.
 	Enabled bool `json:"enabled"`
+	// PrometheusRule, when true with Enabled, makes the operator create a
+	// PrometheusRule with the cache alerts of deploy/monitoring/rules.yaml
+	// for this Memcached's pods, while the Prometheus Operator's API is
+	// served. It is opt-in, so that an upgrade of the operator brings no
+	// alert that nobody asked for.
+	PrometheusRule bool `json:"prometheusRule,omitempty"`
+	// Labels are added to those of the ServiceMonitor and the
+	// PrometheusRule, so that a Prometheus that selects them by label, as
+	// kube-prometheus-stack's does by its release label, finds them. The
+	// operator's own labels, app and memcached_cr, cannot be set here.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // MemcachedStatus is the observed state that only the operator writes.

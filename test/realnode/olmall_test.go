@@ -235,8 +235,8 @@ func setInstalledCSV(ctx context.Context, t *testing.T, k framework.Kubectl, ver
 
 // applyOwnedCSV applies the local CSV of version (localCSV) and then, as the catalog
 // operator's install plan does, its permissions as a Role and a RoleBinding to its
-// ServiceAccount, both owned by the CSV and labelled with OLM's owner labels, by which OLM
-// finds the Roles to lift for an AllNamespaces group.
+// ServiceAccount, both owned by the CSV and labelled with OLM's owner labels and olm.managed,
+// by which OLM finds the Roles to lift for an AllNamespaces group.
 func applyOwnedCSV(ctx context.Context, t *testing.T, k framework.Kubectl, workDir, version string, im images) {
 	t.Helper()
 	file := localCSV(t, workDir, version, im)
@@ -259,6 +259,8 @@ func applyOwnedCSV(ctx context.Context, t *testing.T, k framework.Kubectl, workD
 			"olm.owner":           csv.Name,
 			"olm.owner.namespace": allNamespacesOperators,
 			"olm.owner.kind":      "ClusterServiceVersion",
+			// OLM's informers of RBAC see only the objects labelled as its own.
+			"olm.managed": "true",
 		},
 		OwnerReferences: []metav1.OwnerReference{{
 			APIVersion: "operators.coreos.com/v1alpha1", Kind: "ClusterServiceVersion",

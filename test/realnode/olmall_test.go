@@ -55,8 +55,8 @@ var allNamespacesTenants = []string{"olm-tenant-a", "olm-tenant-b"}
 // olm operator may be installing it already, a race that the test cannot leave open: the new
 // Deployment, written before the move, would run without NAMESPACE_SELECTOR, over every
 // namespace. The test closes it with OLM's own gate: an Upgradeable=False override on the
-// OperatorCondition of 0.0.1 holds 0.0.2 Pending, and is lifted once 0.0.1 is Replacing
-// (so it no longer writes its Deployment) and installedCSV names 0.0.2.
+// OperatorCondition of 0.0.1 (holdUpgrades) holds 0.0.2 Pending, and is lifted once 0.0.1 is
+// Replacing (so it no longer writes its Deployment) and installedCSV names 0.0.2.
 //
 // OLM runs once in the suite (startOLM) and accepts no second OperatorGroup providing the
 // Memcached API beside an AllNamespaces one, whose targets intersect every namespace: this
@@ -129,6 +129,7 @@ spec:
 	requireSelectorEnv(ctx, t, k)
 	waitForOperatorLog(ctx, t, k, "starting memcached-operator 0.0.1 ", "watching all namespaces", "serving only the namespaces labelled "+allNamespacesLabel)
 	requireClusterWideGrant(ctx, t)
+	holdUpgrades(ctx, t, k)
 
 	t.Logf("creating a Memcached of one pod in each of %v and writing a key to its pod", allNamespacesTenants)
 	pods := map[string]map[string]podState{}
@@ -176,20 +177,31 @@ spec:
 	}
 }
 
-// upgradeBehindTheSubscription applies CSV 0.0.2 and its Role, and lets OLM install it only
-// once the Subscription names it (see TestOLMAllNamespacesUpgrade): an Upgradeable=False
-// override on 0.0.1's OperatorCondition holds 0.0.2 Pending; with 0.0.1 Replacing, which no
-// longer writes its Deployment, the Subscription's installedCSV moves to 0.0.2 and the
-// override goes. It returns when 0.0.2 has Succeeded and 0.0.1 is gone.
-func upgradeBehindTheSubscription(ctx context.Context, t *testing.T, k framework.Kubectl, workDir string, im images) {
+// upgradeCondition is the OperatorCondition that OLM makes for CSV 0.0.1, which holdUpgrades
+// overrides.
+var upgradeCondition = "operatorconditions.v2.operators.coreos.com/" + catalog.CSVName("0.0.1")
+
+// holdUpgrades writes an Upgradeable=False override on the OperatorCondition of CSV 0.0.1,
+// which holds in Pending any CSV that replaces it, until upgradeBehindTheSubscription lifts
+// it. It is written long before CSV 0.0.2 exists, while the caches are created, so that OLM,
+// which reads it from its informer's cache, has it when 0.0.2 first asks.
+func holdUpgrades(ctx context.Context, t *testing.T, k framework.Kubectl) {
 	t.Helper()
-	condition := "operatorconditions.v2.operators.coreos.com/" + catalog.CSVName("0.0.1")
 	waitFor(ctx, t, csvTimeout, "OLM to create the OperatorCondition of CSV 0.0.1", func(ctx context.Context) error {
-		_, err := k.Run(ctx, "get", condition, "-o", "name")
+		_, err := k.Run(ctx, "get", upgradeCondition, "-o", "name")
 		return err
 	})
-	mustRun(ctx, t, k, "patch", condition, "--type=merge", "-p",
+	mustRun(ctx, t, k, "patch", upgradeCondition, "--type=merge", "-p",
 		`{"spec":{"overrides":[{"type":"Upgradeable","status":"False","reason":"SubscriptionNotUpdated","message":"held until the Subscription names the new CSV"}]}}`)
+}
+
+// upgradeBehindTheSubscription applies CSV 0.0.2 and its Role, and lets OLM install it only
+// once the Subscription names it (see TestOLMAllNamespacesUpgrade): holdUpgrades' override
+// holds 0.0.2 Pending (a 0.0.2 past Pending fails the test at once); with 0.0.1 Replacing,
+// which no longer writes its Deployment, the Subscription's installedCSV moves to 0.0.2 and
+// the override goes. It returns when 0.0.2 has Succeeded and 0.0.1 is gone.
+func upgradeBehindTheSubscription(ctx context.Context, t *testing.T, k framework.Kubectl, workDir string, im images) {
+	t.Helper()
 	applyOwnedCSV(ctx, t, k, workDir, "0.0.2", im)
 	waitFor(ctx, t, csvTimeout, "CSV 0.0.1 to be Replacing and 0.0.2 held Pending", func(ctx context.Context) error {
 		old, err := getCSV(ctx, k, catalog.CSVName("0.0.1"))
@@ -209,7 +221,7 @@ func upgradeBehindTheSubscription(ctx context.Context, t *testing.T, k framework
 		return nil
 	})
 	setInstalledCSV(ctx, t, k, "0.0.2")
-	mustRun(ctx, t, k, "patch", condition, "--type=merge", "-p", `{"spec":{"overrides":null}}`)
+	mustRun(ctx, t, k, "patch", upgradeCondition, "--type=merge", "-p", `{"spec":{"overrides":null}}`)
 	waitForCSVSucceeded(ctx, t, k, "0.0.2")
 	waitFor(ctx, t, csvTimeout, "CSV 0.0.1 to be removed", func(ctx context.Context) error {
 		s, err := getCSV(ctx, k, catalog.CSVName("0.0.1"))

@@ -93,6 +93,7 @@ func run(m *testing.M) (code int) {
 			return
 		}
 		stopped = true
+		stopOLM()
 		if node != nil {
 			// node.sh down fails when the host is not restored; that fails the suite.
 			if err := node.Stop(ctx); err != nil {

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,9 +23,10 @@ import (
 )
 
 // The OLM flow (installThroughOLM, olmInstall.upgrade; TestPromisesAcrossFeatures runs it)
-// installs OLM's `olm` operator (operator-lifecycle-manager v0.38.0, built by
-// test/scripts/build-tools.sh) and its CRDs on the suite's cluster, whose only node is the
-// machine's real node, then follows the getting-started guide in a namespace of its own:
+// uses OLM's `olm` operator (operator-lifecycle-manager v0.38.0, built by
+// test/scripts/build-tools.sh) and its CRDs, which the suite's first OLM test installs on the
+// suite's cluster (startOLM), whose only node is the machine's real node, then follows the
+// getting-started guide in a namespace of its own:
 // OperatorGroup, CSV 0.0.1 (Pending until its requirements exist), CRD + ServiceAccount + RBAC
 // (Succeeded), the guide's two plain Memcached resources and two that production teams run,
 // one with TLS and one with TLS that requires client certificates, auth and monitoring (whose
@@ -118,41 +120,122 @@ type olmInstall struct {
 	deployment operatorDeployment
 }
 
-// installThroughOLM installs OLM's CRDs, starts the olm operator and follows the guide's
-// install: OperatorGroup, CSV 0.0.1 (Pending until its requirements exist), CRD +
-// ServiceAccount + RBAC (Succeeded), and the operator pod running release 0.0.1. On failure
-// the test logs the namespace, OLM's log, the operator's and the kubelet's.
-func installThroughOLM(ctx context.Context, t *testing.T) olmInstall {
-	workDir := filepath.Join(scratch, "olm")
-	if err := os.RemoveAll(workDir); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(workDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	requireFreshCatalog(t, workDir)
-	crdsDir := olmCRDs(ctx, t, paths, workDir)
-	in := olmInstall{k: cluster.Kubectl().WithNamespace(operatorNamespace), workDir: workDir, images: localImages(ctx, t, paths)}
-	admin, k := cluster.Kubectl(), in.k
+// suiteOLM is OLM on the suite's cluster, which the OLM tests share: OLM's CRDs and one olm
+// operator, started by the first test that needs them (startOLM) and stopped with the suite
+// (stopOLM). group is held by the test whose OperatorGroup provides the Memcached API, from
+// its creation until it and its CSVs are deleted (holdOperatorGroup): OLM fails the CSV of a
+// second OperatorGroup whose target namespaces intersect the first's and that provides the
+// same API (InterOperatorGroupOwnerConflict), and an AllNamespaces group intersects every
+// other, so TestPromisesAcrossFeatures' OwnNamespace install and
+// TestOLMAllNamespacesUpgrade's AllNamespaces one take their turns.
+var suiteOLM struct {
+	once   sync.Once
+	olm    *framework.Operator
+	images images
+	group  sync.Mutex
+}
 
-	t.Log("installing OLM's CRDs and starting the olm operator")
-	mustRun(ctx, t, admin, "apply", "--server-side", "-f", crdsDir)
-	mustRun(ctx, t, admin, "wait", "--for=condition=Established", "--timeout=60s", "-f", crdsDir)
-	mustRun(ctx, t, admin, "create", "namespace", olmNamespace)
-	olm, err := framework.StartOperator(framework.OperatorConfig{
-		Binary:  paths.Tool("olm"),
-		LogFile: filepath.Join(workDir, "olm.log"),
-		Args:    []string{"--namespace", olmNamespace, "--writeStatusName", "", "--interval", olmInterval},
-		Env: []string{
-			"KUBECONFIG=" + cluster.Kubeconfig,
-			"OPERATOR_NAMESPACE=" + olmNamespace,
-			"OPERATOR_NAME=olm-operator",
-		},
+// startOLM returns the suite's OLM, which the first call starts: it checks that the committed
+// catalog is fresh, installs OLM's CRDs and starts the olm operator.
+func startOLM(ctx context.Context, t *testing.T) *framework.Operator {
+	t.Helper()
+	suiteOLM.once.Do(func() {
+		workDir := filepath.Join(scratch, "olm")
+		if err := os.RemoveAll(workDir); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(workDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		requireFreshCatalog(t, workDir)
+		crdsDir := olmCRDs(ctx, t, paths, workDir)
+		im := localImages(ctx, t, paths)
+		admin := cluster.Kubectl()
+		t.Log("installing OLM's CRDs and starting the olm operator")
+		mustRun(ctx, t, admin, "apply", "--server-side", "-f", crdsDir)
+		mustRun(ctx, t, admin, "wait", "--for=condition=Established", "--timeout=60s", "-f", crdsDir)
+		mustRun(ctx, t, admin, "create", "namespace", olmNamespace)
+		olm, err := framework.StartOperator(framework.OperatorConfig{
+			Binary:  paths.Tool("olm"),
+			LogFile: filepath.Join(workDir, "olm.log"),
+			Args:    []string{"--namespace", olmNamespace, "--writeStatusName", "", "--interval", olmInterval},
+			Env: []string{
+				"KUBECONFIG=" + cluster.Kubeconfig,
+				"OPERATOR_NAMESPACE=" + olmNamespace,
+				"OPERATOR_NAME=olm-operator",
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		suiteOLM.olm, suiteOLM.images = olm, im
 	})
-	if err != nil {
-		t.Fatal(err)
+	if suiteOLM.olm == nil {
+		t.Fatal("OLM did not start: see the log of the first test that started it")
 	}
-	t.Cleanup(func() { _ = olm.Stop(10 * time.Second) }) // OLM exits non-zero on SIGTERM; only its log matters
+	return suiteOLM.olm
+}
+
+// olmLog is the report on failure of the suite's OLM log.
+func olmLog() string {
+	return "===== olm log, repeats collapsed (" + suiteOLM.olm.LogFile() + ")\n" + tail(collapse(suiteOLM.olm.Log()), 100)
+}
+
+// stopOLM stops the suite's olm operator, if a test started it.
+func stopOLM() {
+	if suiteOLM.olm != nil {
+		_ = suiteOLM.olm.Stop(10 * time.Second) // OLM exits non-zero on SIGTERM; only its log matters
+	}
+}
+
+// holdOperatorGroup waits until no other test's OperatorGroup provides the Memcached API (see
+// suiteOLM), then holds the turn until t ends, when it deletes ns's Subscriptions, CSVs and
+// OperatorGroups, waits until OLM has removed every CSV it copied from ns into other
+// namespaces, and gives the turn on. Register it before the test's reports on failure, so
+// that they run first.
+func holdOperatorGroup(ctx context.Context, t *testing.T, ns string) {
+	t.Helper()
+	start := time.Now()
+	suiteOLM.group.Lock()
+	if d := time.Since(start); d > time.Second {
+		t.Logf("waited %v for the other OLM install's OperatorGroup to go", d.Round(time.Second))
+	}
+	t.Cleanup(func() {
+		defer suiteOLM.group.Unlock()
+		ctx, cancel := context.WithTimeout(ctx, csvTimeout)
+		defer cancel()
+		k := cluster.Kubectl().WithNamespace(ns)
+		if _, err := k.Run(ctx, "delete", "subscriptions,clusterserviceversions,operatorgroups", "--all", "--wait=true"); err != nil {
+			t.Errorf("removing the OLM install in %s: %v", ns, err)
+			return
+		}
+		err := framework.Eventually(ctx, csvTimeout, "OLM to delete the CSVs it copied from "+ns, func(ctx context.Context) error {
+			out, err := cluster.Kubectl().Run(ctx, "get", "clusterserviceversions", "--all-namespaces",
+				"-l", "olm.copiedFrom="+ns, "-o", "name")
+			if err != nil {
+				return err
+			}
+			if strings.TrimSpace(out) != "" {
+				return fmt.Errorf("copies left: %s", out)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+// installThroughOLM starts the suite's OLM and follows the guide's install: OperatorGroup,
+// CSV 0.0.1 (Pending until its requirements exist), CRD + ServiceAccount + RBAC
+// (Succeeded), and the operator pod running release 0.0.1. On failure the test logs the
+// namespace, OLM's log, the operator's and the kubelet's.
+func installThroughOLM(ctx context.Context, t *testing.T) olmInstall {
+	startOLM(ctx, t)
+	workDir := olmWorkDir(t, operatorNamespace)
+	in := olmInstall{k: cluster.Kubectl().WithNamespace(operatorNamespace), workDir: workDir, images: suiteOLM.images}
+	admin, k := cluster.Kubectl(), in.k
+	holdOperatorGroup(ctx, t, operatorNamespace)
 	framework.DumpOnFailure(t,
 		func() string {
 			return framework.Describe(ctx, admin, operatorNamespace, "operatorgroups,clusterserviceversions,memcached,deployments,services,pods,leases")
@@ -161,9 +244,7 @@ func installThroughOLM(ctx context.Context, t *testing.T) olmInstall {
 			return "===== kubectl auth can-i --list as the operator's ServiceAccount\n" + output(admin.Run(ctx, "auth", "can-i", "--list",
 				"--namespace", operatorNamespace, "--as", "system:serviceaccount:"+operatorNamespace+":"+operatorName))
 		},
-		func() string {
-			return "===== olm log, repeats collapsed (" + olm.LogFile() + ")\n" + tail(collapse(olm.Log()), 100)
-		},
+		olmLog,
 		func() string {
 			return "===== kubectl logs -l app.kubernetes.io/name=memcached-operator (leader and standby)\n" +
 				output(k.Run(ctx, "logs", "-l", "app.kubernetes.io/name="+operatorName, "--prefix", "--tail=150"))
@@ -176,20 +257,7 @@ func installThroughOLM(ctx context.Context, t *testing.T) olmInstall {
 	t.Log("creating the OperatorGroup")
 	mustRun(ctx, t, admin, "create", "namespace", operatorNamespace)
 	mustApply(ctx, t, k, operatorGroup(operatorNamespace))
-	waitFor(ctx, t, csvTimeout, "OLM to resolve the OperatorGroup's target namespaces", func(ctx context.Context) error {
-		var og struct {
-			Status struct {
-				Namespaces []string `json:"namespaces"`
-			} `json:"status"`
-		}
-		if err := k.GetJSON(ctx, &og, "operatorgroup", operatorName); err != nil {
-			return err
-		}
-		if !reflect.DeepEqual(og.Status.Namespaces, []string{operatorNamespace}) {
-			return fmt.Errorf("status.namespaces = %v", og.Status.Namespaces)
-		}
-		return nil
-	})
+	waitForTargets(ctx, t, k, operatorNamespace)
 
 	t.Log("applying CSV 0.0.1 before its requirements: it must stay Pending")
 	mustRun(ctx, t, k, "apply", "-f", localCSV(t, workDir, "0.0.1", in.images))
@@ -215,7 +283,7 @@ func installThroughOLM(ctx context.Context, t *testing.T) olmInstall {
 	mustRun(ctx, t, admin, "wait", "--for=condition=Established", "--timeout=60s", "-f", paths.Deploy("crd.yaml"))
 	mustRun(ctx, t, k, "apply", "-f", paths.Deploy("sa.yaml"), "-f", paths.Deploy("rbac.yaml"))
 	waitForCSVSucceeded(ctx, t, k, "0.0.1")
-	in.deployment = waitForOperatorDeployment(ctx, t, k, "0.0.1", in.images.operator["0.0.1"])
+	in.deployment = waitForOperatorDeployment(ctx, t, k, "0.0.1", in.images.operator["0.0.1"], operatorNamespace)
 	waitForOperatorVersion(ctx, t, k, "0.0.1")
 	return in
 }
@@ -238,7 +306,7 @@ func (in olmInstall) upgrade(ctx context.Context, t *testing.T, n int) {
 		}
 		return fmt.Errorf("CSV 0.0.1 still exists: phase %q, reason %q", s.Phase, s.Reason)
 	})
-	dep2 := waitForOperatorDeployment(ctx, t, k, "0.0.2", in.images.operator["0.0.2"])
+	dep2 := waitForOperatorDeployment(ctx, t, k, "0.0.2", in.images.operator["0.0.2"], operatorNamespace)
 	if dep2.UID != in.deployment.UID {
 		t.Errorf("operator Deployment was recreated (uid %s, was %s); want it updated in place", dep2.UID, in.deployment.UID)
 	}
@@ -590,6 +658,17 @@ func olmCRDs(ctx context.Context, t *testing.T, paths framework.Paths, workDir s
 	return dst
 }
 
+// olmWorkDir returns a new folder of the suite's OLM folder for the install in namespace ns,
+// where it writes its local CSVs.
+func olmWorkDir(t *testing.T, ns string) string {
+	t.Helper()
+	dir := filepath.Join(scratch, "olm", ns)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // catalogDir is the package's folder in deploy/olm-catalog.
 func catalogDir() string {
 	return paths.Deploy(filepath.Join("olm-catalog", catalog.PackageName))
@@ -624,6 +703,26 @@ metadata:
 spec:
   size: %d
 %s`, name, size, extra)
+}
+
+// waitForTargets waits until OLM has resolved the target namespaces of k's OperatorGroup
+// memcached-operator to targets: [""] for AllNamespaces.
+func waitForTargets(ctx context.Context, t *testing.T, k framework.Kubectl, targets ...string) {
+	t.Helper()
+	waitFor(ctx, t, csvTimeout, "OLM to resolve the OperatorGroup's target namespaces", func(ctx context.Context) error {
+		var og struct {
+			Status struct {
+				Namespaces []string `json:"namespaces"`
+			} `json:"status"`
+		}
+		if err := k.GetJSON(ctx, &og, "operatorgroup", operatorName); err != nil {
+			return err
+		}
+		if !reflect.DeepEqual(og.Status.Namespaces, targets) {
+			return fmt.Errorf("status.namespaces = %q, want %q", og.Status.Namespaces, targets)
+		}
+		return nil
+	})
 }
 
 // csvStatus is the part of a CSV's status that the test reads.
@@ -683,8 +782,10 @@ type operatorDeployment struct {
 }
 
 // waitForOperatorDeployment waits until OLM's operator Deployment belongs to CSV version,
-// runs image and is available: its pod passed the kubelet's checks on the real node.
-func waitForOperatorDeployment(ctx context.Context, t *testing.T, k framework.Kubectl, version, image string) operatorDeployment {
+// runs image, has the OperatorGroup's target namespaces, targets ("" for all), in its pod
+// template's annotation, and is available: its pod passed the kubelet's checks on the real
+// node.
+func waitForOperatorDeployment(ctx context.Context, t *testing.T, k framework.Kubectl, version, image, targets string) operatorDeployment {
 	t.Helper()
 	var got operatorDeployment
 	waitFor(ctx, t, csvTimeout, "operator Deployment of CSV "+version, func(ctx context.Context) error {
@@ -721,9 +822,9 @@ func waitForOperatorDeployment(ctx context.Context, t *testing.T, k framework.Ku
 			return fmt.Errorf("owner %q, image %q", got.Owner, got.Image)
 		}
 		// The operator's WATCH_NAMESPACE is a fieldRef to this pod annotation.
-		if ns := d.Spec.Template.Metadata.Annotations[catalog.TargetNamespacesAnnotation]; ns != operatorNamespace {
-			return framework.Permanent(fmt.Errorf("pod template annotation %s = %q, want %q",
-				catalog.TargetNamespacesAnnotation, ns, operatorNamespace))
+		if ns, ok := d.Spec.Template.Metadata.Annotations[catalog.TargetNamespacesAnnotation]; !ok || ns != targets {
+			return framework.Permanent(fmt.Errorf("pod template annotation %s = %q (set: %t), want %q",
+				catalog.TargetNamespacesAnnotation, ns, ok, targets))
 		}
 		if d.Status.AvailableReplicas < 1 || d.Status.UpdatedReplicas < 1 {
 			return fmt.Errorf("available %d, updated %d", d.Status.AvailableReplicas, d.Status.UpdatedReplicas)

@@ -58,7 +58,8 @@ type promiseEnv struct {
 // The upgrade step keeps every check of the OLM upgrade test that it replaces
 // (TestOLMInstallsAndUpgradesOperator): the operator Deployment updated in place, the 0.0.2
 // leader has reconciled every cache, and the caches' Deployments keep their generation and
-// template. OLM is cluster-wide, so one test installs it.
+// template. OLM is cluster-wide, so the suite installs it once (startOLM); this test's
+// OwnNamespace install and TestOLMAllNamespacesUpgrade's take turns (holdOperatorGroup).
 func TestPromisesAcrossFeatures(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

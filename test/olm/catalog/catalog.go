@@ -208,23 +208,18 @@ func Render(d *Deploy, version, replaces string) (*v1alpha1.ClusterServiceVersio
 	csv.Name = CSVName(version)
 	csv.Annotations = annotations(version, examples)
 	csv.Spec = v1alpha1.ClusterServiceVersionSpec{
-		DisplayName:    displayName,
-		Description:    description,
-		Version:        opversion.OperatorVersion{Version: v},
-		Replaces:       replacesName,
-		Maturity:       maturity,
-		MinKubeVersion: minKubeVersion,
-		Keywords:       keywords,
-		Maintainers:    maintainers,
-		Provider:       provider,
-		Links:          links,
-		Icon:           []v1alpha1.Icon{icon()},
-		InstallModes: []v1alpha1.InstallMode{
-			{Type: v1alpha1.InstallModeTypeOwnNamespace, Supported: true},
-			{Type: v1alpha1.InstallModeTypeSingleNamespace, Supported: true},
-			{Type: v1alpha1.InstallModeTypeMultiNamespace, Supported: false},
-			{Type: v1alpha1.InstallModeTypeAllNamespaces, Supported: false},
-		},
+		DisplayName:               displayName,
+		Description:               description,
+		Version:                   opversion.OperatorVersion{Version: v},
+		Replaces:                  replacesName,
+		Maturity:                  maturity,
+		MinKubeVersion:            minKubeVersion,
+		Keywords:                  keywords,
+		Maintainers:               maintainers,
+		Provider:                  provider,
+		Links:                     links,
+		Icon:                      []v1alpha1.Icon{icon()},
+		InstallModes:              installModes(),
 		CustomResourceDefinitions: v1alpha1.CustomResourceDefinitions{Owned: []v1alpha1.CRDDescription{owned}},
 		InstallStrategy: v1alpha1.NamedInstallStrategy{
 			StrategyName: v1alpha1.InstallStrategyNameDeployment,
@@ -242,6 +237,25 @@ func Render(d *Deploy, version, replaces string) (*v1alpha1.ClusterServiceVersio
 		},
 	}
 	return csv, nil
+}
+
+// installModes returns the OperatorGroups a CSV can be installed with: all four install
+// modes. OLM sets the olm.targetNamespaces annotation, which WATCH_NAMESPACE is read from
+// (see deploymentSpec), to the group's one namespace (OwnNamespace, SingleNamespace), to its
+// comma-separated list (MultiNamespace) or to "" (AllNamespaces): the three scopes that the
+// operator takes. The permissions, deploy/rbac.yaml's Role, serve all four without
+// clusterPermissions: OLM creates them as a Role in the operator's namespace, copies that
+// Role into every other target namespace, and for AllNamespaces lifts it into a
+// ClusterRole, to which it adds get, list and watch of namespaces, what --namespace-selector
+// (taken only with every namespace) needs. clusterPermissions would be granted cluster-wide
+// in every mode, the single-namespace ones too.
+func installModes() []v1alpha1.InstallMode {
+	return []v1alpha1.InstallMode{
+		{Type: v1alpha1.InstallModeTypeOwnNamespace, Supported: true},
+		{Type: v1alpha1.InstallModeTypeSingleNamespace, Supported: true},
+		{Type: v1alpha1.InstallModeTypeMultiNamespace, Supported: true},
+		{Type: v1alpha1.InstallModeTypeAllNamespaces, Supported: true},
+	}
 }
 
 // serviceAccountName checks that deploy/ binds the Role to the ServiceAccount that the
@@ -265,8 +279,10 @@ func serviceAccountName(d *Deploy) (string, error) {
 
 // deploymentSpec returns the operator Deployment's spec with the release's operator image
 // and with WATCH_NAMESPACE taken from OLM's target-namespaces annotation. Under OLM that
-// annotation names the OperatorGroup's single target namespace, which for OwnNamespace is
-// the operator's own namespace, as metadata.namespace was in deploy/operator.yaml. The
+// annotation names the OperatorGroup's target namespaces (see installModes): for
+// OwnNamespace the operator's own namespace, as metadata.namespace was in
+// deploy/operator.yaml, and "" for AllNamespaces, which the operator reads as every
+// namespace. The
 // sidecar image stays operator.yaml's (see SidecarImageEnv), which must be set, and so
 // does POD_NAMESPACE, which must be metadata.namespace (see PodNamespaceEnv).
 func deploymentSpec(dep *appsv1.Deployment, version string) (appsv1.DeploymentSpec, error) {

@@ -122,6 +122,9 @@ func envValue(env []corev1.EnvVar, name string) string {
 	return ""
 }
 
+// TestRenderInstallModes checks that every CSV supports the four install modes; the
+// permissions, without clusterPermissions (TestRenderTakesPermissionsAndDeploymentFromDeploy),
+// serve them all, since OLM copies or lifts them to the target namespaces (see installModes).
 func TestRenderInstallModes(t *testing.T) {
 	csv, err := Render(loadDeploy(t), "0.0.1", "")
 	if err != nil {
@@ -134,11 +137,11 @@ func TestRenderInstallModes(t *testing.T) {
 	want := map[v1alpha1.InstallModeType]bool{
 		v1alpha1.InstallModeTypeOwnNamespace:    true,
 		v1alpha1.InstallModeTypeSingleNamespace: true,
-		v1alpha1.InstallModeTypeMultiNamespace:  false,
-		v1alpha1.InstallModeTypeAllNamespaces:   false,
+		v1alpha1.InstallModeTypeMultiNamespace:  true,
+		v1alpha1.InstallModeTypeAllNamespaces:   true,
 	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("got %v, want %v", got, want)
+	if !reflect.DeepEqual(got, want) || len(csv.Spec.InstallModes) != len(want) {
+		t.Errorf("got %v, want %v", csv.Spec.InstallModes, want)
 	}
 }
 

@@ -251,8 +251,10 @@ func (k *ClientKeys) Holders() map[string]int {
 // it sends to another node, as consistent hashing moves some keys to a node that
 // joined, must not be found there (a miss, not another value). With stayed,
 // every key whose node stayed must still be sent to it, as consistent hashing
-// promises when nodes only leave. It returns how many read back and how many
-// moved.
+// promises when nodes only leave. A key that moved is no longer followed: the
+// client cannot reach it, and when the node it went to leaves later, the hash
+// may send it back to a node that stayed, which is not the one that holds it.
+// It returns how many read back and how many moved.
 func (k *ClientKeys) ReadBack(nodes []string, stayed bool) (read, moved int, err error) {
 	keys := make([]string, 0, len(k.values))
 	for key := range k.values {
@@ -282,6 +284,8 @@ func (k *ClientKeys) ReadBack(nodes []string, stayed bool) (read, moved int, err
 			return read, moved, fmt.Errorf("%s, moved by the hash from %s to %s, read %q there", key, k.holder[key], server, got)
 		default:
 			moved++
+			delete(k.values, key)
+			delete(k.holder, key)
 		}
 	}
 	return read, moved, nil

@@ -10,8 +10,10 @@ import (
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
 	"github.com/example-inc/memcached-operator/pkg/memcached"
 	"github.com/example-inc/memcached-operator/pkg/memcached/memcachedtest"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/workqueue"
 )
@@ -269,5 +271,91 @@ func TestARollStartedInTheWindowFinishesAfterIt(t *testing.T) {
 	f.reconcileKeys("test/a")
 	if c := f.progressing("a"); c.Status != corev1.ConditionFalse || c.Reason != memcached.ReasonComplete {
 		t.Errorf("Progressing %s %s %q, want False %s", c.Status, c.Reason, c.Message, memcached.ReasonComplete)
+	}
+}
+
+// TestEveryChangeOfTheOperatorsWaitsForTheWindow: each kind of template
+// change that a new operator brings without a spec change waits for the
+// window, and only for it: a new default image, a new sidecar image, and a
+// template that an earlier release made differently (here, its memcached
+// readiness probe). The window's opening applies each one in a paced roll.
+func TestEveryChangeOfTheOperatorsWaitsForTheWindow(t *testing.T) {
+	tests := []struct {
+		name string
+		m    *v1alpha1.Memcached
+		// earlier is m's Deployment as the earlier operator made it.
+		earlier func(m *v1alpha1.Memcached) *appsv1.Deployment
+	}{{
+		name: "a new default image",
+		m:    memcachedtest.NewMemcached("image", 2),
+		earlier: func(m *v1alpha1.Memcached) *appsv1.Deployment {
+			return memcached.NewDeployment(m, oldImage, memcachedtest.SidecarImage)
+		},
+	}, {
+		name: "a new sidecar image",
+		m:    memcachedtest.WithMonitoring(memcachedtest.NewMemcached("sidecar", 2), true),
+		earlier: func(m *v1alpha1.Memcached) *appsv1.Deployment {
+			return memcached.NewDeployment(m, memcachedtest.Image, "example.com/memcached-sidecar:old")
+		},
+	}, {
+		name: "a template of an earlier release",
+		m:    memcachedtest.NewMemcached("release", 2),
+		earlier: func(m *v1alpha1.Memcached) *appsv1.Deployment {
+			d := memcached.NewDeployment(m, memcachedtest.Image, memcachedtest.SidecarImage)
+			d.Spec.Template.Spec.Containers[0].ReadinessProbe.PeriodSeconds += 5
+			return d
+		},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := tt.m
+			m.Status.ObservedGeneration = 1
+			d := tt.earlier(m)
+			u, err := memcached.DeploymentManifest(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			earlierHash := memcached.ManifestTemplateHash(u)
+			if earlierHash == memcachedtest.CurrentHash(m) {
+				t.Fatalf("the earlier template's hash is the current one, %s: the case changes nothing", earlierHash)
+			}
+			d.UID = "uid-deployment"
+			d.Spec.Replicas = memcachedtest.Int32p(2)
+			d.Spec.Template.Annotations = map[string]string{memcached.TemplateHashAnnotation: earlierHash, memcached.SpecHashAnnotation: memcachedtest.MustSpecHash(m)}
+			var objs []runtime.Object
+			objs = append(objs, m, d, memcachedtest.OwnedService(m), memcachedtest.OwnedBudget(m))
+			for _, suffix := range []string{"-a", "-b"} {
+				p := memcachedtest.NewPod(m, m.Name+suffix, corev1.PodRunning, true)
+				p.Annotations[memcached.TemplateHashAnnotation] = earlierHash
+				objs = append(objs, p)
+			}
+			f := newFixture(t, objs...)
+			f.handler.UseMaintenanceWindow(tuesday3am)
+			key := "test/" + m.Name
+
+			f.handleAll(m)
+
+			if got := f.templatePatches(); len(got) != 0 {
+				t.Fatalf("patched %v outside the window, want nothing", got)
+			}
+			if got := f.client.deployments[key].Spec.Template; !reflect.DeepEqual(got, d.Spec.Template) {
+				t.Errorf("deployment %s: template changed outside the window:\n got %+v\nwant %+v", m.Name, got, d.Spec.Template)
+			}
+			c := f.progressing(m.Name)
+			if c.Status != corev1.ConditionTrue || c.Reason != memcached.ReasonWaitingForMaintenanceWindow || !strings.Contains(c.Message, "opens next at "+tuesdayOpen.Format(time.RFC3339)) {
+				t.Errorf("Progressing %s %s %q, want True %s, opening next at %s", c.Status, c.Reason, c.Message, memcached.ReasonWaitingForMaintenanceWindow, tuesdayOpen.Format(time.RFC3339))
+			}
+
+			f.at(tuesdayOpen)
+			f.reconcileKeys(key)
+
+			if got, want := f.templatePatches(), []string{m.Name}; !reflect.DeepEqual(got, want) {
+				t.Fatalf("patched %v at the window's opening, want %v", got, want)
+			}
+			got := f.client.deployments[key]
+			if memcached.TemplateOf(got) != memcachedtest.CurrentHash(m) || got.Spec.Template.Annotations[memcached.PacedRollAnnotation] != "true" {
+				t.Errorf("deployment %s: template %s with annotations %v, want %s as a paced roll", m.Name, memcached.TemplateOf(got), got.Spec.Template.Annotations, memcachedtest.CurrentHash(m))
+			}
+		})
 	}
 }

@@ -75,8 +75,7 @@ func run(m *testing.M) int {
 		return fail(err)
 	}
 	code := m.Run()
-	calls, cpu := framework.KubectlUsage()
-	fmt.Fprintf(os.Stderr, "e2e: %d kubectl calls used %s of CPU\n", calls, cpu.Round(time.Second))
+	fmt.Fprintf(os.Stderr, "e2e: %s\n", framework.KubectlUsage())
 	return code
 }
 

@@ -7,8 +7,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"sort"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -66,8 +67,7 @@ func (k Kubectl) RunWithInput(ctx context.Context, stdin string, args ...string)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	if cmd.ProcessState != nil {
-		kubectlCalls.Add(1)
-		kubectlCPU.Add(int64(cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()))
+		usage.ran(command(args), cmd.ProcessState.UserTime()+cmd.ProcessState.SystemTime())
 	}
 	if err != nil {
 		return stdout.String(), &CommandError{Args: append([]string{"kubectl"}, full...), Err: err, Stderr: strings.TrimSpace(stderr.String())}
@@ -75,15 +75,81 @@ func (k Kubectl) RunWithInput(ctx context.Context, stdin string, args ...string)
 	return stdout.String(), nil
 }
 
-// kubectlCalls and kubectlCPU count the kubectl processes this test binary
-// ran and the CPU time they used, for KubectlUsage.
-var kubectlCalls, kubectlCPU atomic.Int64
+// usage counts the kubectl processes this test binary ran, by command, the
+// CPU time they used, and the reads GetJSON made in-process instead.
+var usage kubectlUsage
 
-// KubectlUsage returns how many kubectl processes the test binary has run and
-// the CPU time (user and system) they used: on a 2-core machine the polls of
-// many tests at once cost real time, and a suite prints this at its end.
-func KubectlUsage() (calls int64, cpu time.Duration) {
-	return kubectlCalls.Load(), time.Duration(kubectlCPU.Load())
+type kubectlUsage struct {
+	mu        sync.Mutex
+	byCommand map[string]int64
+	cpu       time.Duration
+	inProcess int64
+}
+
+func (u *kubectlUsage) ran(command string, cpu time.Duration) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.byCommand == nil {
+		u.byCommand = map[string]int64{}
+	}
+	u.byCommand[command]++
+	u.cpu += cpu
+}
+
+func (u *kubectlUsage) read() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.inProcess++
+}
+
+// command names a kubectl call for KubectlUsage: its verb, and for get its
+// resource ("get pods").
+func command(args []string) string {
+	var words []string
+	for _, a := range args {
+		if strings.HasPrefix(a, "-") {
+			continue
+		}
+		words = append(words, a)
+		if len(words) == 2 || words[0] != "get" {
+			break
+		}
+	}
+	return strings.Join(words, " ")
+}
+
+// KubectlUsage says how many kubectl processes the test binary has run, with
+// the most frequent commands, the CPU time (user and system) they used, and how
+// many reads GetJSON made in-process: on a 2-core machine the polls of many
+// tests at once cost real time, and a suite prints this at its end.
+func KubectlUsage() string {
+	usage.mu.Lock()
+	defer usage.mu.Unlock()
+	type count struct {
+		command string
+		n       int64
+	}
+	var counts []count
+	var calls int64
+	for c, n := range usage.byCommand {
+		counts = append(counts, count{c, n})
+		calls += n
+	}
+	sort.Slice(counts, func(i, j int) bool {
+		if counts[i].n != counts[j].n {
+			return counts[i].n > counts[j].n
+		}
+		return counts[i].command < counts[j].command
+	})
+	var top []string
+	for i, c := range counts {
+		if i == 8 {
+			break
+		}
+		top = append(top, fmt.Sprintf("%s %d", c.command, c.n))
+	}
+	return fmt.Sprintf("%d kubectl calls used %s of CPU (%s); %d reads in-process",
+		calls, usage.cpu.Round(time.Second), strings.Join(top, ", "), usage.inProcess)
 }
 
 // Apply applies a manifest given as text.
@@ -92,8 +158,14 @@ func (k Kubectl) Apply(ctx context.Context, manifest string) error {
 	return err
 }
 
-// GetJSON runs `kubectl get ARGS -o json` and decodes the result into v.
+// GetJSON decodes into v what `kubectl get ARGS -o json` prints. The suites
+// poll with it in many tests at once, so the forms they use (a resource of
+// readResources, with a name or with -l, --field-selector and -A) are read
+// in-process, as Observe reads; any other form runs kubectl.
 func (k Kubectl) GetJSON(ctx context.Context, v any, args ...string) error {
+	if r, ok := parseGet(args); ok {
+		return k.getJSON(ctx, v, r)
+	}
 	out, err := k.Run(ctx, append(append([]string{"get"}, args...), "-o", "json")...)
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -107,4 +108,155 @@ func (k Kubectl) nsPath(group string) (string, error) {
 		ns = c.namespace
 	}
 	return group + "/namespaces/" + url.PathEscape(ns), nil
+}
+
+// apiResource is where the API server serves one resource.
+type apiResource struct {
+	// prefix is the group version's path: /api/v1 or /apis/GROUP/VERSION.
+	prefix     string
+	resource   string
+	namespaced bool
+}
+
+// readResources maps the names that the suites give `kubectl get` to the
+// resources kubectl resolves them to: the core group first, as its discovery
+// does (events are core/v1 Events, which the suites' involvedObject field
+// selectors need).
+var readResources = func() map[string]apiResource {
+	m := map[string]apiResource{}
+	add := func(prefix, resource string, namespaced bool, names ...string) {
+		for _, n := range append(names, resource) {
+			m[n] = apiResource{prefix: prefix, resource: resource, namespaced: namespaced}
+		}
+	}
+	add("/api/v1", "pods", true, "pod", "po")
+	add("/api/v1", "services", true, "service", "svc")
+	add("/api/v1", "events", true, "event", "ev")
+	add("/api/v1", "configmaps", true, "configmap", "cm")
+	add("/api/v1", "resourcequotas", true, "resourcequota", "quota")
+	add("/api/v1", "nodes", false, "node", "no")
+	add("/apis/apps/v1", "deployments", true, "deployment", "deploy", "deployments.apps")
+	add("/apis/policy/v1", "poddisruptionbudgets", true, "poddisruptionbudget", "pdb", "poddisruptionbudgets.v1.policy")
+	add("/apis/coordination.k8s.io/v1", "leases", true, "lease")
+	add("/apis/discovery.k8s.io/v1", "endpointslices", true, "endpointslice")
+	add("/apis/rbac.authorization.k8s.io/v1", "roles", true, "role")
+	add("/apis/cache.example.com/v1alpha1", "memcacheds", true, "memcached")
+	add("/apis/monitoring.coreos.com/v1", "servicemonitors", true, "servicemonitor")
+	add("/apis/monitoring.coreos.com/v1", "prometheusrules", true, "prometheusrule")
+	add("/apis/operators.coreos.com/v1", "operatorgroups", true, "operatorgroup")
+	add("/apis/operators.coreos.com/v1alpha1", "clusterserviceversions", true, "clusterserviceversion", "csv")
+	return m
+}()
+
+// getRequest is a `kubectl get` that GetJSON reads in-process.
+type getRequest struct {
+	resource      apiResource
+	name          string
+	labels        string
+	fields        string
+	allNamespaces bool
+}
+
+// parseGet returns the in-process form of the `kubectl get` arguments args,
+// or false for a form it does not know: several resources or names, a
+// resource outside readResources, or another flag.
+func parseGet(args []string) (getRequest, bool) {
+	if len(args) == 0 {
+		return getRequest{}, false
+	}
+	r := getRequest{}
+	var ok bool
+	if r.resource, ok = readResources[args[0]]; !ok {
+		return getRequest{}, false
+	}
+	for i := 1; i < len(args); i++ {
+		a := args[i]
+		flag, value, hasValue := strings.Cut(a, "=")
+		var into *string
+		switch flag {
+		case "-l", "--selector":
+			into = &r.labels
+		case "--field-selector":
+			into = &r.fields
+		case "-A", "--all-namespaces":
+			if hasValue {
+				return getRequest{}, false
+			}
+			r.allNamespaces = true
+			continue
+		default:
+			if strings.HasPrefix(a, "-") || r.name != "" || a == "" {
+				return getRequest{}, false
+			}
+			r.name = a
+			continue
+		}
+		if !hasValue {
+			if i+1 == len(args) {
+				return getRequest{}, false
+			}
+			i++
+			value = args[i]
+		}
+		if *into != "" {
+			return getRequest{}, false
+		}
+		*into = value
+	}
+	if r.name != "" && (r.labels != "" || r.fields != "" || r.allNamespaces) {
+		return getRequest{}, false
+	}
+	return r, true
+}
+
+// getJSON reads r in-process and decodes it into v as `kubectl get -o json`
+// prints it: an object as the API server serves it, a list as a kind List
+// whose items carry their kind and apiVersion.
+func (k Kubectl) getJSON(ctx context.Context, v any, r getRequest) error {
+	usage.read()
+	path := r.resource.prefix
+	if r.resource.namespaced && !r.allNamespaces {
+		var err error
+		if path, err = k.nsPath(path); err != nil {
+			return err
+		}
+	}
+	path += "/" + r.resource.resource
+	if r.name != "" {
+		return k.getPath(ctx, v, path+"/"+url.PathEscape(r.name), nil)
+	}
+	q := url.Values{}
+	if r.labels != "" {
+		q.Set("labelSelector", r.labels)
+	}
+	if r.fields != "" {
+		q.Set("fieldSelector", r.fields)
+	}
+	var list struct {
+		APIVersion string           `json:"apiVersion"`
+		Kind       string           `json:"kind"`
+		Items      []map[string]any `json:"items"`
+	}
+	if err := k.getPath(ctx, &list, path, q); err != nil {
+		return err
+	}
+	items := make([]any, len(list.Items))
+	for i, item := range list.Items {
+		item["apiVersion"] = list.APIVersion
+		item["kind"] = strings.TrimSuffix(list.Kind, "List")
+		items[i] = item
+	}
+	b, err := json.Marshal(map[string]any{
+		"apiVersion": "v1",
+		"kind":       "List",
+		"metadata":   map[string]any{"resourceVersion": ""},
+		"items":      items,
+	})
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("decode GET %s: %v", path, err)
+	}
+	return nil
 }

@@ -125,8 +125,7 @@ func run(m *testing.M) (code int) {
 		return fail(err)
 	}
 	code = m.Run()
-	calls, used := framework.KubectlUsage()
-	fmt.Fprintf(os.Stderr, "realnode: %d kubectl calls used %s of CPU\n", calls, used.Round(time.Second))
+	fmt.Fprintf(os.Stderr, "realnode: %s\n", framework.KubectlUsage())
 	return code
 }
 

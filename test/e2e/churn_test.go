@@ -180,7 +180,11 @@ const (
 //
 // It runs serially: it scales the cluster's KWOK nodes, and its 1,000
 // resources keep the 2-core machine's control plane busy for minutes, which
-// would stretch other tests past their deadlines.
+// would stretch other tests past their deadlines. Go runs a package's serial
+// tests in the order of its files' names; this file's comes before
+// faults_test.go's, so the suite's busiest minutes come while the real-node
+// suite starts its cluster, and its timed outages, which mostly wait, come
+// while that suite's parallel tests keep both cores busy.
 func TestMassDelete(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t, slug(t.Name()))

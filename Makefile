@@ -33,6 +33,11 @@ SIDECAR_IMAGE ?=
 # E2E_PARALLEL is how many parallel tests of one suite `make e2e` runs at once; the
 # suites wait on the control plane and timers more than they compute.
 E2E_PARALLEL ?= 4
+# E2E_PACKAGES is how many test packages `make e2e` runs at once (`go test -p`). At 3,
+# the real-node suite, the longest and mostly waiting on the kubelet, OLM and
+# timers, starts beside the fake-node suite and the image builds instead of after
+# the image suite.
+E2E_PACKAGES ?= 3
 # N and SIZE are the number of Memcached resources and their size in `make bench`;
 # NAMESPACES is how many namespaces it spreads them over (more than 1: one operator
 # watches every namespace).
@@ -188,7 +193,7 @@ e2e: no-demo build tools ## Run the end-to-end suites (fake nodes, real node, im
 	@registry_was_up=false; test/scripts/registry.sh status && registry_was_up=true; \
 	test/scripts/install-deps.sh test; \
 	test/scripts/images.sh build; \
-	rc=0; (cd test && $(SHARED_ENV) go test $(SHARED_FLAGS) -count=1 -timeout 40m -parallel $(E2E_PARALLEL) -v ./...) || rc=$$?; \
+	rc=0; (cd test && $(SHARED_ENV) go test $(SHARED_FLAGS) -count=1 -timeout 40m -p $(E2E_PACKAGES) -parallel $(E2E_PARALLEL) -v ./...) || rc=$$?; \
 	$$registry_was_up || test/scripts/registry.sh down; \
 	exit $$rc
 

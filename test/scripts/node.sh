@@ -49,9 +49,12 @@ COMPONENTS=(containerd kubelet kube-proxy)
 SYSCTLS=(net.ipv4.ip_forward vm.overcommit_memory kernel.panic kernel.panic_on_oops
   net.ipv4.conf.all.route_localnet net.bridge.bridge-nf-call-iptables)
 # HOST_PATHS are the host directories that containerd, CNI and the kubelet create
-# whatever their configured roots.
+# whatever their configured roots. Not /opt/containerd: the node's containerd runs
+# without the opt plugin that makes it, and the private dockerd of dockerd.sh, whose
+# containerd does make it, may start before the node or after it (the image suite
+# runs beside this one), so that path is dockerd.sh's to record and remove.
 HOST_PATHS=(/run/containerd /run/netns /var/run/netns /var/lib/cni /var/lib/kubelet
-  /var/lib/containerd /opt/containerd /etc/cni /etc/kubernetes)
+  /var/lib/containerd /etc/cni /etc/kubernetes)
 CNI_BIN_DIR="/usr/lib/cni"
 
 # preflight prints one line for each reason this machine cannot run the node.

@@ -3,12 +3,15 @@ package framework
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"strings"
 	"sync"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/rest"
@@ -51,9 +54,12 @@ func (k Kubectl) getPath(ctx context.Context, v any, path string, q url.Values) 
 			req = req.Param(key, value)
 		}
 	}
-	body, err := req.DoRaw(ctx)
+	// Do, not DoRaw: Result.Error decodes the API server's Status, so that a
+	// NotFound keeps the name of the object it is about (see namesObject).
+	res := req.Do(ctx)
+	body, err := res.Raw()
 	if err != nil {
-		return fmt.Errorf("GET %s: %w", path, err)
+		return fmt.Errorf("GET %s: %w", path, res.Error())
 	}
 	if err := json.Unmarshal(body, v); err != nil {
 		return fmt.Errorf("decode GET %s: %v", path, err)
@@ -83,7 +89,11 @@ func (k Kubectl) readClient() (*readClient, error) {
 		return nil, fmt.Errorf("%s: %v", k.Kubeconfig, err)
 	}
 	// Raw JSON in, raw JSON out: the suites decode it into their own types.
-	cfg.NegotiatedSerializer = serializer.NewCodecFactory(runtime.NewScheme()).WithoutConversion()
+	// The scheme holds only metav1's Status, so that an error keeps what the
+	// API server said (its reason and details) instead of a generic one.
+	scheme := runtime.NewScheme()
+	metav1.AddToGroupVersion(scheme, metav1.SchemeGroupVersion)
+	cfg.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
 	// No client-side limit, as with kubectl's one process per read: the
 	// polls of the parallel tests share this client, and client-go's default
 	// 5 requests per second made them miss their deadlines.
@@ -223,7 +233,11 @@ func (k Kubectl) getJSON(ctx context.Context, v any, r getRequest) error {
 	}
 	path += "/" + r.resource.resource
 	if r.name != "" {
-		return k.getPath(ctx, v, path+"/"+url.PathEscape(r.name), nil)
+		err := k.getPath(ctx, v, path+"/"+url.PathEscape(r.name), nil)
+		if apierrors.IsNotFound(err) && !namesObject(err, r.name) {
+			return notServed(path, err)
+		}
+		return err
 	}
 	q := url.Values{}
 	if r.labels != "" {
@@ -238,6 +252,11 @@ func (k Kubectl) getJSON(ctx context.Context, v any, r getRequest) error {
 		Items      []map[string]any `json:"items"`
 	}
 	if err := k.getPath(ctx, &list, path, q); err != nil {
+		if apierrors.IsNotFound(err) {
+			// A list of a served resource is never missing, even in a
+			// namespace that does not exist.
+			return notServed(path, err)
+		}
 		return err
 	}
 	items := make([]any, len(list.Items))
@@ -259,4 +278,25 @@ func (k Kubectl) getJSON(ctx context.Context, v any, r getRequest) error {
 		return fmt.Errorf("decode GET %s: %v", path, err)
 	}
 	return nil
+}
+
+// namesObject reports whether the NotFound err is the API server's answer for
+// the object name, which names it in the Status's details; a path that the
+// server does not serve at all (a kind it lacks, a CRD deleted) gets a
+// NotFound without them.
+func namesObject(err error, name string) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	d := status.Status().Details
+	return d != nil && d.Name == name
+}
+
+// notServed is the error of a read whose path the API server does not serve,
+// as kubectl's "the server doesn't have a resource type" is: not one that
+// IsNotFound recognises, or a poll for an object to be gone would pass when
+// its kind is not served at all, or mapped to the wrong path in readResources.
+func notServed(path string, err error) error {
+	return fmt.Errorf("the API server does not serve %s: %v", path, err)
 }

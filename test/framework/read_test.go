@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"sync"
 	"testing"
 )
 
@@ -56,21 +57,32 @@ func TestCommand(t *testing.T) {
 }
 
 // TestGetJSONInProcess checks that GetJSON reads a list and an object from the
-// API server itself, in the shape `kubectl get -o json` prints, and that a
-// missing object is NotFound.
+// API server itself, in the shape `kubectl get -o json` prints, that a
+// missing object is NotFound, and that a path the server does not serve is not.
 func TestGetJSONInProcess(t *testing.T) {
-	var queries []string
+	var (
+		mu      sync.Mutex
+		queries []string
+	)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
 		queries = append(queries, r.URL.Path+"?"+r.URL.RawQuery)
+		mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		switch r.URL.Path {
 		case "/api/v1/namespaces/team-a/pods":
 			w.Write([]byte(`{"apiVersion":"v1","kind":"PodList","metadata":{"resourceVersion":"7"},"items":[{"metadata":{"name":"cache-0"}}]}`))
 		case "/apis/apps/v1/namespaces/ctx-ns/deployments/cache":
 			w.Write([]byte(`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"cache"}}`))
-		default:
+		case "/apis/cache.example.com/v1alpha1/namespaces/ctx-ns/memcacheds/gone":
+			// The API server's answer for a missing object names it.
 			w.WriteHeader(http.StatusNotFound)
-			w.Write([]byte(`{"apiVersion":"v1","kind":"Status","status":"Failure","reason":"NotFound","code":404,"message":"not found"}`))
+			w.Write([]byte(`{"apiVersion":"v1","kind":"Status","status":"Failure","reason":"NotFound","code":404,` +
+				`"message":"memcacheds.cache.example.com \"gone\" not found","details":{"name":"gone","group":"cache.example.com","kind":"memcacheds"}}`))
+		default:
+			// A path it does not serve: its Status names nothing.
+			w.WriteHeader(http.StatusNotFound)
+			w.Write([]byte(`{"apiVersion":"v1","kind":"Status","status":"Failure","reason":"NotFound","code":404,"message":"the server could not find the requested resource"}`))
 		}
 	}))
 	defer srv.Close()
@@ -111,11 +123,24 @@ current-context: x
 		t.Errorf("GetJSON of a missing object: %v, want NotFound", err)
 	}
 
+	// An object of a kind the server does not serve, or a list of one, is
+	// not "gone": a poll for a deleted object must not pass on it.
+	for _, args := range [][]string{{"servicemonitor", "cache"}, {"servicemonitors"}} {
+		err := k.GetJSON(context.Background(), &d, args...)
+		if err == nil || IsNotFound(err) {
+			t.Errorf("GetJSON(%q) of a path the server does not serve: %v, want an error that is not NotFound", args, err)
+		}
+	}
+
 	wantQueries := []string{
 		"/api/v1/namespaces/team-a/pods?labelSelector=app%3Dmemcached",
 		"/apis/apps/v1/namespaces/ctx-ns/deployments/cache?",
 		"/apis/cache.example.com/v1alpha1/namespaces/ctx-ns/memcacheds/gone?",
+		"/apis/monitoring.coreos.com/v1/namespaces/ctx-ns/servicemonitors/cache?",
+		"/apis/monitoring.coreos.com/v1/namespaces/ctx-ns/servicemonitors?",
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	if !reflect.DeepEqual(queries, wantQueries) {
 		t.Errorf("requests = %q, want %q", queries, wantQueries)
 	}

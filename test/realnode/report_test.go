@@ -51,20 +51,8 @@ func TestRefreshFailureInStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%v after the Secret's change: Degraded=True %s: %s", time.Since(start).Round(time.Second), degraded.Reason, degraded.Message)
-	var events struct {
-		Items []struct {
-			Type, Reason, Message string
-		} `json:"items"`
-	}
-	if err := admin.GetJSON(ctx, &events, "events", "--field-selector", "type=Warning,reason=CertificateRefreshFailed,involvedObject.kind=Memcached,involvedObject.name="+name); err != nil {
-		t.Fatal(err)
-	}
-	found := false
-	for _, e := range events.Items {
-		found = found || e.Message == degraded.Message
-	}
-	if !found {
-		t.Errorf("Warning Events CertificateRefreshFailed about memcached %s: %+v, want one with Degraded's message", name, events.Items)
+	if err := waitWarningEvent(ctx, admin, name, "CertificateRefreshFailed", degraded.Message, reportBudget-time.Since(start)); err != nil {
+		t.Error(err)
 	}
 	c, peer, err := dialTLS(ctx, addr, ca, nil)
 	if err != nil {
@@ -161,18 +149,8 @@ func TestMalformedPasswordsInStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%v after the Secret's change: Degraded=True %s: %s", time.Since(start).Round(time.Second), degraded.Reason, degraded.Message)
-	var events struct {
-		Items []struct{ Message string } `json:"items"`
-	}
-	if err := admin.GetJSON(ctx, &events, "events", "--field-selector", "type=Warning,reason=AuthReloadFailed,involvedObject.kind=Memcached,involvedObject.name="+name); err != nil {
-		t.Fatal(err)
-	}
-	found := false
-	for _, e := range events.Items {
-		found = found || e.Message == degraded.Message
-	}
-	if !found {
-		t.Errorf("Warning Events AuthReloadFailed about memcached %s: %+v, want one with Degraded's message", name, events.Items)
+	if err := waitWarningEvent(ctx, admin, name, "AuthReloadFailed", degraded.Message, reportBudget-time.Since(start)); err != nil {
+		t.Error(err)
 	}
 	if reply, err := login(ctx, "app", "old-password"); err != nil || reply != "STORED" {
 		t.Errorf("the old password while the file is malformed: %q, %v; want STORED", reply, err)
@@ -185,6 +163,27 @@ func TestMalformedPasswordsInStatus(t *testing.T) {
 			return fmt.Errorf("login as new: %q, %v", reply, err)
 		}
 		return nil
+	})
+}
+
+// waitWarningEvent waits up to budget for a Warning Event reason about
+// Memcached name with message. The operator's recorder sends Events from a
+// goroutine of its own, so an Event can land after the status that says the
+// same, and a read made the moment the status shows can come before it.
+func waitWarningEvent(ctx context.Context, admin framework.Kubectl, name, reason, message string, budget time.Duration) error {
+	return framework.Eventually(ctx, budget, "a Warning Event "+reason+" about memcached "+name+" with Degraded's message", func(ctx context.Context) error {
+		var events struct {
+			Items []struct{ Message string } `json:"items"`
+		}
+		if err := admin.GetJSON(ctx, &events, "events", "--field-selector", "type=Warning,reason="+reason+",involvedObject.kind=Memcached,involvedObject.name="+name); err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.Message == message {
+				return nil
+			}
+		}
+		return fmt.Errorf("Warning Events %s: %+v, want one with %q", reason, events.Items, message)
 	})
 }
 

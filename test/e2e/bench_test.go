@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -98,6 +99,16 @@ type benchResult struct {
 	// the machine's two cores went while the operator, and the floors,
 	// waited for them.
 	ControlPlaneCPU map[string]map[string]float64 `json:"control_plane_cpu_seconds"`
+	// MachineCPU is, by phase, where the rest of the machine's CPU went
+	// meanwhile, and how much of it stayed idle: on two cores, a phase
+	// that leaves none idle waits for CPU, one that leaves much idle waits
+	// for something else.
+	MachineCPU map[string]machineCPU `json:"machine_cpu_seconds"`
+	// Lag is, by phase, how long each resource took from its creation
+	// until it converged. Unlike the phase's time, it leaves out how long
+	// the `kubectl apply` took to reach the resource: it is what each
+	// user waits for one cache, while the cluster creates all the others.
+	Lag map[string]lag `json:"lag_seconds"`
 	// ControlPlaneWrites is, by phase, the writes (POST, PUT, PATCH,
 	// DELETE, APPLY) that the API server served during the phase's convergence,
 	// from every client, by resource and subresource, divided by N: the
@@ -185,7 +196,8 @@ func BenchmarkOperatorAgainstFloor(b *testing.B) {
 	}
 	dyn := dynamicClient(b)
 	r := benchResult{N: n, Size: size, Namespaces: spread, MemoryLimitBytes: shippedMemoryLimit(b), RequestsByVerb: map[string]float64{},
-		ControlPlaneCPU: map[string]map[string]float64{}, ControlPlaneWrites: map[string]map[string]float64{}}
+		ControlPlaneCPU: map[string]map[string]float64{}, ControlPlaneWrites: map[string]map[string]float64{},
+		MachineCPU: map[string]machineCPU{}, Lag: map[string]lag{}}
 
 	// BENCH_FLOOR=0 leaves both floors out, for a run that measures the
 	// operator alone, such as its memory at a large N, without their phases.
@@ -242,13 +254,14 @@ func BenchmarkOperatorAgainstFloor(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cp0, w0 := controlPlaneCPU(b), apiServerWrites(b)
+	cp0, w0, m0 := controlPlaneCPU(b), apiServerWrites(b), machineNow(b)
 	start := time.Now()
-	opTime, opApply := converge(b, dyn, memcachedsGVR, homes.watch(), n, memcachedReady(size), func() {
+	opTime, opApply, opLag := converge(b, dyn, memcachedsGVR, homes.watch(), n, memcachedReady(size), func() {
 		homes.apply(b, n, func(i int) string { return memcached(i, size) })
 	})
 	end := start.Add(opTime)
 	r.ControlPlaneCPU[phaseOperator] = cpuSince(b, cp0)
+	r.MachineCPU[phaseOperator], r.Lag[phaseOperator] = machineNow(b).since(m0), opLag
 	r.ControlPlaneWrites[phaseOperator] = writesSince(b, w0, n)
 	r.OperatorApplySeconds = opApply.Seconds()
 	cpu1, err := framework.ProcessCPU(op.Pid())
@@ -316,11 +329,12 @@ func measureFloor(b *testing.B, dyn dynamic.Interface, phase string, n, size, sp
 	prefix := strings.ReplaceAll(phase, "_", "-")
 	floor := newNamespace(b, prefix)
 	homes := spreadOver(b, floor, prefix, spread)
-	cp0, w0 := controlPlaneCPU(b), apiServerWrites(b)
-	floorTime, floorApply := converge(b, dyn, deploymentsGVR, homes.watch(), n, deploymentReady(size), func() {
+	cp0, w0, m0 := controlPlaneCPU(b), apiServerWrites(b), machineNow(b)
+	floorTime, floorApply, floorLag := converge(b, dyn, deploymentsGVR, homes.watch(), n, deploymentReady(size), func() {
 		homes.apply(b, n, doc)
 	})
 	r.ControlPlaneCPU[phase] = cpuSince(b, cp0)
+	r.MachineCPU[phase], r.Lag[phase] = machineNow(b).since(m0), floorLag
 	r.ControlPlaneWrites[phase] = writesSince(b, w0, n)
 	b.Logf("%s: %d deployments of %d ready in %.1f s; deleting them", phase, n, size, floorTime.Seconds())
 	homes.delete(b)
@@ -741,6 +755,8 @@ func report(b *testing.B, r benchResult, file string) {
 	lines = append(lines, applyLine(r))
 	lines = append(lines, phaseLines("control plane CPU     ", "", r.ControlPlaneCPU, cpuLine)...)
 	lines = append(lines, phaseLines("control plane writes  ", "per resource, ", r.ControlPlaneWrites, writesLine)...)
+	lines = append(lines, phaseLines("machine CPU           ", "", r.MachineCPU, machineCPU.line)...)
+	lines = append(lines, phaseLines("lag                   ", "creation to convergence, ", r.Lag, lag.line)...)
 	lines = append(lines,
 		fmt.Sprintf("operator CPU          %.2f s during the burst; target <= %.0f s: %s", r.CPUSeconds, targetCPUSeconds, verdict(r.CPUSeconds <= targetCPUSeconds)),
 		fmt.Sprintf("operator peak RSS     %.1f MiB (at the end of the burst %.1f MiB anonymous, %.1f MiB of files); target <= %d MiB: %s",
@@ -868,9 +884,10 @@ func applyAll(b *testing.B, k framework.Kubectl, manifest string) {
 }
 
 // converge runs apply and returns how long it takes, from its start, until n
-// objects of gvr in namespace satisfy ready, and how long apply itself took.
-// It fails b after benchTimeout.
-func converge(b *testing.B, dyn dynamic.Interface, gvr schema.GroupVersionResource, namespace string, n int, ready func(*unstructured.Unstructured) bool, apply func()) (total, applied time.Duration) {
+// objects of gvr in namespace satisfy ready, how long apply itself took,
+// and how long the objects took from their creation until ready. It fails b
+// after benchTimeout.
+func converge(b *testing.B, dyn dynamic.Interface, gvr schema.GroupVersionResource, namespace string, n int, ready func(*unstructured.Unstructured) bool, apply func()) (total, applied time.Duration, lags lag) {
 	b.Helper()
 	t := newTracker(dyn, gvr, namespace, "", n, ready)
 	defer t.stop()
@@ -882,7 +899,7 @@ func converge(b *testing.B, dyn dynamic.Interface, gvr schema.GroupVersionResour
 	if err != nil {
 		b.Fatal(err)
 	}
-	return last.Sub(start), applied
+	return last.Sub(start), applied, t.lags()
 }
 
 // controlPlaneComponents are the processes of the cluster whose CPU the
@@ -1006,6 +1023,9 @@ type tracker struct {
 
 	mu    sync.Mutex
 	first map[string]time.Time
+	// since holds, for each object in first, how long after its
+	// creationTimestamp it became ready.
+	since []time.Duration
 	last  time.Time
 	all   chan struct{}
 }
@@ -1039,6 +1059,7 @@ func (t *tracker) observe(obj interface{}) {
 		return
 	}
 	t.first[key] = now
+	t.since = append(t.since, now.Sub(u.GetCreationTimestamp().Time))
 	t.last = now
 	if len(t.first) == t.want {
 		close(t.all)
@@ -1061,6 +1082,76 @@ func (t *tracker) wait(timeout time.Duration) (time.Time, error) {
 }
 
 func (t *tracker) stop() { close(t.close) }
+
+// lags summarises how long the objects that became ready took from their
+// creation.
+func (t *tracker) lags() lag {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return lagOf(t.since)
+}
+
+// lag summarises how long resources took from their creation until they
+// converged, in seconds. A creationTimestamp holds whole seconds, so each
+// figure may be up to a second longer than the true one.
+type lag struct {
+	Median float64 `json:"median"`
+	P99    float64 `json:"p99"`
+	Max    float64 `json:"max"`
+}
+
+// lagOf summarises durations, in any order.
+func lagOf(durations []time.Duration) lag {
+	if len(durations) == 0 {
+		return lag{}
+	}
+	sorted := slices.Clone(durations)
+	slices.Sort(sorted)
+	at := func(q float64) float64 {
+		return sorted[int(q*float64(len(sorted)-1))].Seconds()
+	}
+	return lag{Median: at(0.5), P99: at(0.99), Max: sorted[len(sorted)-1].Seconds()}
+}
+
+func (l lag) line() string {
+	return fmt.Sprintf("median %.1f s, 99th percentile %.1f s, longest %.1f s", l.Median, l.P99, l.Max)
+}
+
+// machineCPU is where a phase's CPU time went outside the control plane
+// and the operator, in seconds: the whole machine's busy and idle time
+// (/proc/stat, every core), this benchmark's own process (its trackers'
+// watches, and the counting proxy in front of the operator) and the
+// kubectl processes that ended meanwhile, the phase's apply among them.
+type machineCPU struct {
+	Busy    float64 `json:"busy"`
+	Idle    float64 `json:"idle"`
+	Bench   float64 `json:"bench"`
+	Kubectl float64 `json:"kubectl"`
+}
+
+// machineNow returns the machine's CPU figures so far.
+func machineNow(b *testing.B) machineCPU {
+	b.Helper()
+	busy, idle, err := framework.MachineCPU()
+	if err != nil {
+		b.Fatal(err)
+	}
+	self, err := framework.ProcessCPU(os.Getpid())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return machineCPU{Busy: busy.Seconds(), Idle: idle.Seconds(), Bench: self.Seconds(), Kubectl: framework.KubectlCPU().Seconds()}
+}
+
+// since returns what m, taken later, adds to before.
+func (m machineCPU) since(before machineCPU) machineCPU {
+	return machineCPU{Busy: m.Busy - before.Busy, Idle: m.Idle - before.Idle, Bench: m.Bench - before.Bench, Kubectl: m.Kubectl - before.Kubectl}
+}
+
+func (m machineCPU) line() string {
+	return fmt.Sprintf("busy %.0f s, idle %.0f s (%.0f%%); this benchmark's process %.0f s, kubectl %.0f s",
+		m.Busy, m.Idle, 100*m.Idle/(m.Busy+m.Idle), m.Bench, m.Kubectl)
+}
 
 // memcachedReady is converged for a Memcached of size pods: status.nodes lists
 // size pods, all Ready, for its latest generation.

@@ -152,6 +152,14 @@ func KubectlUsage() string {
 		calls, usage.cpu.Round(time.Second), strings.Join(top, ", "), usage.inProcess)
 }
 
+// KubectlCPU returns the CPU time, user and system, of the kubectl
+// processes the test binary has run to their end so far.
+func KubectlCPU() time.Duration {
+	usage.mu.Lock()
+	defer usage.mu.Unlock()
+	return usage.cpu
+}
+
 // Apply applies a manifest given as text.
 func (k Kubectl) Apply(ctx context.Context, manifest string) error {
 	_, err := k.RunWithInput(ctx, manifest, "apply", "-f", "-")

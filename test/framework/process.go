@@ -43,6 +43,32 @@ func ProcessCPU(pid int) (time.Duration, error) {
 	return time.Duration(ticks) * time.Second / 100, nil
 }
 
+// MachineCPU returns the time every core of the machine has spent busy,
+// and idle (idle and iowait), since it booted: the first line of
+// /proc/stat.
+func MachineCPU() (busy, idle time.Duration, err error) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	fields := strings.Fields(line)
+	// cpu user nice system idle iowait irq softirq steal: guest and
+	// guest_nice, after them, are already counted in user and nice.
+	if len(fields) < 9 || fields[0] != "cpu" {
+		return 0, 0, fmt.Errorf("unexpected /proc/stat: %q", line)
+	}
+	var ticks [8]int64
+	for i := range ticks {
+		if ticks[i], err = strconv.ParseInt(fields[i+1], 10, 64); err != nil {
+			return 0, 0, fmt.Errorf("/proc/stat: %v", err)
+		}
+	}
+	busyTicks := ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6] + ticks[7]
+	idleTicks := ticks[3] + ticks[4]
+	return time.Duration(busyTicks) * time.Second / 100, time.Duration(idleTicks) * time.Second / 100, nil
+}
+
 // statFields returns the fields of /proc/PID/stat after the command name, from
 // state (field 3 of proc(5)) on: utime and stime are then fields[11:13].
 func statFields(pid int, data []byte) ([]string, error) {

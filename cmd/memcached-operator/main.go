@@ -69,6 +69,12 @@ func main() {
 		return
 	}
 	opts.configureLogging()
+	memoryLimit, err := setMemoryLimit(os.Getenv)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", component, err)
+		os.Exit(2)
+	}
+	logrus.Info(memoryLimit)
 	// client-go 1.11 logs through glog, which writes to files by default;
 	// a container with a read-only root file system needs stderr.
 	_ = flag.CommandLine.Set("logtostderr", "true")

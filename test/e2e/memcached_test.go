@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -194,13 +195,15 @@ func TestDrift(t *testing.T) {
 		if o := ns.snapshot("cache"); o.Deployment.Metadata.UID != before.Deployment.Metadata.UID {
 			t.Errorf("deployment was replaced (uid %s -> %s), want it restored in place", before.Deployment.Metadata.UID, o.Deployment.Metadata.UID)
 		}
-		restored, err := ns.events(ctx, "cache", "DeploymentRestored")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n := len(restored); n == 0 {
-			t.Errorf("no DeploymentRestored Event")
-		}
+		// The operator's recorder sends Events from a goroutine of its
+		// own, so the Event may land after the state it reports.
+		ns.eventually("a DeploymentRestored Event", func(ctx context.Context) error {
+			restored, err := ns.events(ctx, "cache", "DeploymentRestored")
+			if err == nil && len(restored) == 0 {
+				err = errors.New("none yet")
+			}
+			return err
+		})
 	})
 	if !ok {
 		return

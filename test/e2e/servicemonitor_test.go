@@ -208,6 +208,18 @@ func TestServiceMonitorFollowsTheAPI(t *testing.T) {
 		}
 		return err
 	})
+	// The first check may read before a Warning the operator sent: its
+	// recorder writes Events from goroutines of its own, one for Normal
+	// and one for Warning Events (pkg/events), so nothing orders a Warning
+	// before the ServiceMonitorCreated Event. By now, after the CRDs and
+	// several reconciles, one sent while the API was missing has had
+	// seconds to land; none may have come since either.
+	if err := ns.kubectl.GetJSON(ctx, &warnings, "events", "--field-selector", "involvedObject.kind=Memcached,involvedObject.name=cache,type=Warning"); err != nil {
+		t.Fatal(err)
+	}
+	if len(warnings.Items) != 0 {
+		t.Fatalf("Warning Events while the ServiceMonitor API came: %+v, want none", warnings.Items)
+	}
 
 	// Monitoring off: the ServiceMonitor and the PrometheusRule go, and so
 	// does the port.

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/example-inc/memcached-operator/test/framework"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // operatorUID is the numeric user of tmp/build/Dockerfile.
@@ -45,6 +46,29 @@ func TestOperatorPod(t *testing.T) {
 			return strings.Contains(line, "watching namespace") && strings.Contains(line, namespace)
 		}) {
 			t.Errorf("kubectl logs has no line that says it watches namespace %s:\n%s", namespace, tail(out, 20))
+		}
+		// So does MEMORY_LIMIT, the container's memory limit, below which
+		// the operator sets the Go runtime's.
+		var pod struct {
+			Spec struct {
+				Containers []struct {
+					Name      string
+					Resources struct{ Limits map[string]resource.Quantity }
+				}
+			}
+		}
+		if err := admin.GetJSON(ctx, &pod, "pod", p.Metadata.Name); err != nil {
+			t.Fatal(err)
+		}
+		var limit resource.Quantity
+		for _, c := range pod.Spec.Containers {
+			if c.Name == operatorName {
+				limit = c.Resources.Limits["memory"]
+			}
+		}
+		want := fmt.Sprintf("below the container's %d MiB (MEMORY_LIMIT)", limit.Value()>>20)
+		if limit.IsZero() || !strings.Contains(out, want) {
+			t.Errorf("kubectl logs has no line that says the Go runtime's memory limit is %s, for the container's limit %s:\n%s", want, limit.String(), tail(out, 20))
 		}
 	})
 

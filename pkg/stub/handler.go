@@ -14,6 +14,7 @@ import (
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/record"
@@ -442,6 +443,18 @@ func (s *memcachedStore) keysIn(namespace string) []string {
 		}
 	}
 	return keys
+}
+
+// uid returns the UID of key's latest Memcached, and whether it is held,
+// without the copy that get makes.
+func (s *memcachedStore) uid(key string) (types.UID, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	m, ok := s.items[key]
+	if !ok {
+		return "", false
+	}
+	return m.UID, true
 }
 
 // get returns a copy of key's latest Memcached that the caller may modify.

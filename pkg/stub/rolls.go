@@ -10,7 +10,9 @@ import (
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
 	"github.com/example-inc/memcached-operator/pkg/memcached"
 	"github.com/sirupsen/logrus"
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -152,8 +154,7 @@ func (h *Handler) rollsInFlight() (inFlight map[string]bool, slots int, err erro
 	inFlight = map[string]bool{}
 	seen := map[string]bool{}
 	for _, d := range deployments {
-		owner := metav1.GetControllerOf(d)
-		if owner == nil || owner.Kind != v1alpha1.Kind {
+		if !h.pacedChild(d) {
 			continue
 		}
 		key := d.Namespace + "/" + d.Name
@@ -187,6 +188,33 @@ func (h *Handler) rollsInFlight() (inFlight map[string]bool, slots int, err erro
 		inFlight[key] = true
 	}
 	return inFlight, rollSlots(p.limit, len(seen)), nil
+}
+
+// pacedChild reports whether d counts for the pacing: it is the Deployment
+// that the operator makes for a Memcached, in a namespace the handler
+// serves. Anyone who may create Deployments may give one a controller
+// reference to a Memcached, so a tenant could otherwise fill every slot
+// with Deployments of its own whose rolls never end. The operator's
+// Deployment is the one of the Memcached's name, controlled by a Memcached
+// of this API group; when the handler knows that Memcached, the reference
+// must name its UID. A Memcached the handler does not know yet, as right
+// after a start, before the SDK has delivered every one, still counts, so
+// that a restart never starts more rolls than the limit; a reference to
+// one that does not exist lasts only until the garbage collector, which
+// deletes the dependents of missing owners, removes the Deployment.
+func (h *Handler) pacedChild(d *appsv1.Deployment) bool {
+	owner := metav1.GetControllerOf(d)
+	if owner == nil || owner.Kind != v1alpha1.Kind || owner.Name != d.Name {
+		return false
+	}
+	if gv, err := schema.ParseGroupVersion(owner.APIVersion); err != nil || gv.Group != v1alpha1.GroupName {
+		return false
+	}
+	if h.serves != nil && !h.serves(d.Namespace) {
+		return false
+	}
+	uid, known := h.memcacheds.uid(d.Namespace + "/" + d.Name)
+	return !known || uid == owner.UID
 }
 
 // acquireRoll decides whether the Memcached key may now start a paced roll

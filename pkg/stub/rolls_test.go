@@ -12,7 +12,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -603,5 +605,47 @@ func TestAPercentageCountsEveryDeploymentFromTheStart(t *testing.T) {
 
 	if got, want := f.templatePatches(), []string{"m00", "m01"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("patched %v, want %v", got, want)
+	}
+}
+
+func TestTenantDeploymentsHoldNoRollSlot(t *testing.T) {
+	// A tenant may create Deployments that claim a Memcached as their
+	// controller, mark them as paced rolls and give them pods of another
+	// template that never get Ready. None of them is the operator's
+	// Deployment of a served Memcached, so none holds the only slot.
+	ms, objs := fleet("a", "b", "t3")
+	forged := func(name, namespace string, owner metav1.OwnerReference) []runtime.Object {
+		x := memcachedtest.NewMemcached(name, 2)
+		x.Namespace = namespace
+		d := memcachedtest.PacedDeployment(x, 2)
+		d.UID = types.UID("uid-forged-" + name)
+		d.OwnerReferences = []metav1.OwnerReference{owner}
+		return []runtime.Object{d, stalePod(x, name+"-old", false)}
+	}
+	controller := true
+	ref := func(apiVersion, name string, uid types.UID) metav1.OwnerReference {
+		return metav1.OwnerReference{APIVersion: apiVersion, Kind: v1alpha1.Kind, Name: name, UID: uid, Controller: &controller}
+	}
+	objs = withoutDeployment(objs, "t3")
+	var tenant []runtime.Object
+	// Another name than its controller's.
+	tenant = append(tenant, forged("t1", "test", ref(v1alpha1.APIVersion(), "a", ms[0].UID))...)
+	// A Memcached of another API group.
+	tenant = append(tenant, forged("t2", "test", ref("evil.example.com/v1alpha1", "t2", "uid-t2"))...)
+	// The name of a known Memcached, t3, but another UID.
+	tenant = append(tenant, forged("t3", "test", ref(v1alpha1.APIVersion(), "t3", "uid-not-t3"))...)
+	// A namespace the operator does not serve.
+	tenant = append(tenant, forged("t4", "unserved", ref(v1alpha1.APIVersion(), "t4", "uid-t4"))...)
+	f := newFixture(t, append(objs, tenant...)...)
+	f.handler.ServeNamespaces(func(namespace string) bool { return namespace == "test" })
+	f.handler.PaceRolls(intstr.FromInt(1))
+
+	f.handleAll(ms[0], ms[1])
+
+	if got, want := f.templatePatches(), []string{"a"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("patched %v, want %v: no tenant's Deployment holds a slot", got, want)
+	}
+	if c := f.progressing("b"); c.Reason != memcached.ReasonRollPending || !strings.HasSuffix(c.Message, "held by a") {
+		t.Errorf("memcached b: Progressing %s %q, want %s held by a alone", c.Reason, c.Message, memcached.ReasonRollPending)
 	}
 }

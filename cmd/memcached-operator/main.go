@@ -226,7 +226,7 @@ func run(opts *options) error {
 	}
 	var poller *sidecarpoll.Poller
 	if opts.sidecarPoll > 0 {
-		poller = sidecarpoll.New(client.ListAllPods, handler.EnqueueMemcached, opts.sidecarPoll, logrus.StandardLogger())
+		poller = sidecarpoll.New(handler.PolledPods, handler.EnqueueMemcached, opts.sidecarPoll, logrus.StandardLogger())
 		handler.ReadSidecarReports(poller)
 	}
 	if err := startCaches(ctx.Done(), namespaces, client); err != nil {

@@ -464,17 +464,6 @@ func (c *CachedClient) ListPods(namespace, name string) ([]*corev1.Pod, error) {
 	return pods, nil
 }
 
-// ListAllPods returns every pod the client knows of with the app=memcached
-// label, which the caller must not modify.
-func (c *CachedClient) ListAllPods() []*corev1.Pod {
-	objs := c.pods.list()
-	pods := make([]*corev1.Pod, 0, len(objs))
-	for _, obj := range objs {
-		pods = append(pods, obj.(*corev1.Pod))
-	}
-	return pods
-}
-
 // byMemcachedIndex names the pod cache's index by the namespace/name of the
 // Memcached in the pod's memcached_cr label.
 const byMemcachedIndex = "memcached"

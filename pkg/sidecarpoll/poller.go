@@ -17,7 +17,9 @@
 // Ready. So the operator, which reaches pod
 // IPs as any client in the cluster does, GETs
 // http://<pod IP>:9150/status (sidecar.ReportPort, sidecar.ReportPath) of
-// every pod whose sidecar runs, every interval, a few at a time; when a
+// every pod whose sidecar runs among those its pods function names (the
+// operator's names the pods of served Memcacheds alone, see
+// stub.Handler.PolledPods), every interval, a few at a time; when a
 // pod's report changes it queues the pod's Memcached, whose reconcile reads
 // the last reports (Problems) into its Degraded condition. Only pods with a
 // sidecar are asked, those of Memcacheds with TLS, auth or monitoring, and
@@ -82,8 +84,8 @@ type podReport struct {
 	problems []sidecar.Problem
 }
 
-// New returns a Poller that asks the sidecars of pods, as the operator's
-// pod cache lists them, every interval, and calls changed with the
+// New returns a Poller that asks the sidecars of the pods that pods
+// returns, every interval, and calls changed with the
 // namespace and Memcached name of a pod whose report changed.
 func New(pods func() []*corev1.Pod, changed func(namespace, name string), interval time.Duration, log logrus.FieldLogger) *Poller {
 	client := &http.Client{Timeout: timeout}

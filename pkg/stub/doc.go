@@ -154,8 +154,10 @@
 // reload of the -Y file), and the sidecar's own failures (its worker exits and
 // is restarted, while the container keeps running), are invisible to the
 // kubelet and the pod stays Ready.
-// main.go starts a sidecarpoll.Poller, which asks the sidecars over the pod
-// network and queues a Memcached when a report of one of its pods changes;
+// main.go starts a sidecarpoll.Poller, which asks the sidecars of the pods
+// that PolledPods names, those of served Memcacheds' own ReplicaSets
+// (TestPolledPodsAreThoseOfServedMemcacheds), over the pod network, and
+// queues a Memcached when a report of one of its pods changes;
 // the handler reads the reports (ReadSidecarReports) into the Degraded
 // condition and records a Warning Event when it is first written, with no
 // retry, since no step failed (TestReportsSidecarProblems). Why a poll, and

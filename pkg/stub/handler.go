@@ -457,6 +457,24 @@ func (s *memcachedStore) uid(key string) (types.UID, bool) {
 	return m.UID, true
 }
 
+// sized is a Memcached's namespace, name and spec.size.
+type sized struct {
+	namespace, name string
+	size            int32
+}
+
+// sizes returns the namespace, name and spec.size of every Memcached held,
+// without the copies that get makes.
+func (s *memcachedStore) sizes() []sized {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]sized, 0, len(s.items))
+	for _, m := range s.items {
+		out = append(out, sized{namespace: m.Namespace, name: m.Name, size: m.Spec.Size})
+	}
+	return out
+}
+
 // get returns a copy of key's latest Memcached that the caller may modify.
 func (s *memcachedStore) get(key string) (*v1alpha1.Memcached, bool) {
 	s.mu.RLock()

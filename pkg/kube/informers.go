@@ -169,14 +169,20 @@ func trimTerminated(t *corev1.ContainerStateTerminated) *corev1.ContainerStateTe
 // which stands for the fields the operator set), spec.replicas,
 // spec.progressDeadlineSeconds, the hash of its pod template, which stands
 // for the template (see memcached.TemplateHashAnnotation), the template's
-// record of the roll that set it (see memcached.RollAnnotations), and the
+// record of the roll that set it (see memcached.RollAnnotations), how far
+// its controller has rolled it (see memcached.RolloutComplete), and the
 // conditions that say its rollout is stuck (see deploymentStuckConditions).
 func trimDeployment(d *appsv1.Deployment) {
 	d.Annotations = onlyAnnotation(d.Annotations, memcached.ObservedDigestAnnotation)
 	d.Spec.Template = corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Annotations: memcached.RollAnnotations(d.Spec.Template.Annotations)},
 	}
-	d.Status = appsv1.DeploymentStatus{Conditions: deploymentStuckConditions(d.Status.Conditions)}
+	d.Status = appsv1.DeploymentStatus{
+		ObservedGeneration: d.Status.ObservedGeneration,
+		Replicas:           d.Status.Replicas,
+		UpdatedReplicas:    d.Status.UpdatedReplicas,
+		Conditions:         deploymentStuckConditions(d.Status.Conditions),
+	}
 }
 
 // deploymentStuckConditions returns the type, status, reason and message of

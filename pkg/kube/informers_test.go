@@ -93,6 +93,7 @@ func TestTrimmedDeploymentKeepsWhatTheReconcileReads(t *testing.T) {
 	d.Annotations = map[string]string{"deployment.kubernetes.io/revision": "1"}
 	d.Status.ReadyReplicas = 2
 	d.Status.ObservedGeneration = 4
+	d.Status.Replicas, d.Status.UpdatedReplicas = 3, 1
 	d.Status.Conditions = fullDeploymentConditions(memcachedtest.ReplicaFailure(memcachedtest.QuotaRefusal), memcachedtest.DeadlineExceeded)
 
 	trimDeployment(d)
@@ -107,8 +108,11 @@ func TestTrimmedDeploymentKeepsWhatTheReconcileReads(t *testing.T) {
 	if want := []appsv1.DeploymentCondition{memcachedtest.ReplicaFailure(memcachedtest.QuotaRefusal), memcachedtest.DeadlineExceeded}; !reflect.DeepEqual(d.Status.Conditions, want) {
 		t.Errorf("trimmed conditions:\n got %+v\nwant %+v", d.Status.Conditions, want)
 	}
-	if len(d.Spec.Template.Spec.Containers) != 0 || d.Status.ReadyReplicas != 0 || d.Status.ObservedGeneration != 0 || d.Annotations != nil {
-		t.Errorf("trimmed deployment still holds its template, status counts or annotations: %+v", d)
+	if s := d.Status; s.ObservedGeneration != 4 || s.Replicas != 3 || s.UpdatedReplicas != 1 {
+		t.Errorf("trimmed deployment lost how far its controller rolled it: %+v", s)
+	}
+	if len(d.Spec.Template.Spec.Containers) != 0 || d.Status.ReadyReplicas != 0 || d.Annotations != nil {
+		t.Errorf("trimmed deployment still holds its template, other status counts or annotations: %+v", d)
 	}
 }
 
@@ -172,6 +176,7 @@ func TestDeploymentChanged(t *testing.T) {
 	base := memcachedtest.OwnedDeployment(m, 2)
 	base.Generation = 1
 	base.Status.Conditions = fullDeploymentConditions()
+	base.Status.ObservedGeneration, base.Status.Replicas, base.Status.UpdatedReplicas = 1, 3, 1
 	tests := []struct {
 		name   string
 		change func(d *appsv1.Deployment)
@@ -183,6 +188,8 @@ func TestDeploymentChanged(t *testing.T) {
 			d.Status.Conditions[1].Reason, d.Status.Conditions[1].LastUpdateTime = "NewReplicaSetAvailable", metav1.Now()
 		}, want: false},
 		{name: "spec (generation)", change: func(d *appsv1.Deployment) { d.Generation = 2 }, want: true},
+		{name: "a pod more of the new template", change: func(d *appsv1.Deployment) { d.Status.UpdatedReplicas = 2 }, want: false},
+		{name: "the roll is over", change: func(d *appsv1.Deployment) { d.Status.Replicas, d.Status.UpdatedReplicas = 2, 2 }, want: true},
 		{name: "pods cannot be created", change: func(d *appsv1.Deployment) {
 			d.Status.Conditions = fullDeploymentConditions(memcachedtest.ReplicaFailure(memcachedtest.QuotaRefusal))
 		}, want: true},

@@ -55,9 +55,14 @@ func OperatorChanged(m *v1alpha1.Memcached, d *appsv1.Deployment) bool {
 }
 
 // PacedRollInFlight reports whether d holds a roll slot: its template was
-// set by a paced roll and a live pod of another template is left.
+// set by a paced roll, its controller has not said that the roll is over
+// (RolloutComplete), and a live pod of another template is left among pods.
+// The controller's word wins over the pods: anyone who may create pods in
+// the namespace can make pods that look like d's, with its labels and a
+// ReplicaSet of its name, and keep the slot held forever; the Deployment
+// controller counts only the pods of the ReplicaSets that d controls.
 func PacedRollInFlight(d *appsv1.Deployment, pods []*corev1.Pod) bool {
-	if d.Spec.Template.Annotations[PacedRollAnnotation] == "" {
+	if d.Spec.Template.Annotations[PacedRollAnnotation] == "" || RolloutComplete(d) {
 		return false
 	}
 	for _, p := range livePods(pods) {
@@ -66,6 +71,15 @@ func PacedRollInFlight(d *appsv1.Deployment, pods []*corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// RolloutComplete reports whether d's controller says that every pod of d
+// runs its current template: it has observed d's generation and all the
+// pods it counts are updated ones, as `kubectl rollout status` decides.
+// A Deployment whose controller has not observed it yet says nothing.
+func RolloutComplete(d *appsv1.Deployment) bool {
+	s := d.Status
+	return s.ObservedGeneration > 0 && s.ObservedGeneration >= d.Generation && s.UpdatedReplicas == s.Replicas
 }
 
 // WithPacedRoll returns a copy of manifest whose pod template carries

@@ -187,6 +187,9 @@ func TestPacedRollInFlight(t *testing.T) {
 		{name: "the last old pod is terminating", d: marked, pods: []*corev1.Pod{terminating, current("example-new-a", true), current("example-new-b", true)}, want: false},
 		{name: "done", d: marked, pods: []*corev1.Pod{current("example-new-a", true), current("example-new-b", true)}, want: false},
 		{name: "size 0", d: marked, want: false},
+		{name: "the controller is rolling", d: rolled(marked, 2, 2, 1), pods: []*corev1.Pod{old("example-old-a"), current("example-new-a", true)}, want: true},
+		{name: "the controller says the roll is over, whatever pods claim its ReplicaSet", d: rolled(marked, 2, 2, 2), pods: []*corev1.Pod{old("example-old-a"), current("example-new-a", true), current("example-new-b", true)}, want: false},
+		{name: "the controller has not seen the patch", d: rolled(marked, 1, 2, 2), pods: []*corev1.Pod{old("example-old-a")}, want: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -195,6 +198,16 @@ func TestPacedRollInFlight(t *testing.T) {
 			}
 		})
 	}
+}
+
+// rolled returns a copy of d of generation 2 whose controller has
+// observed generation observed and counts replicas pods, updated of them of
+// its template.
+func rolled(d *appsv1.Deployment, observed int64, replicas, updated int32) *appsv1.Deployment {
+	d = d.DeepCopy()
+	d.Generation = 2
+	d.Status.ObservedGeneration, d.Status.Replicas, d.Status.UpdatedReplicas = observed, replicas, updated
+	return d
 }
 
 func TestRollPendingMessage(t *testing.T) {
@@ -647,5 +660,23 @@ func TestTenantDeploymentsHoldNoRollSlot(t *testing.T) {
 	}
 	if c := f.progressing("b"); c.Reason != memcached.ReasonRollPending || !strings.HasSuffix(c.Message, "held by a") {
 		t.Errorf("memcached b: Progressing %s %q, want %s held by a alone", c.Reason, c.Message, memcached.ReasonRollPending)
+	}
+}
+
+func TestTenantPodsHoldNoRollSlot(t *testing.T) {
+	// a's paced roll is over, as its Deployment controller says, but a
+	// tenant made a pod of the old template that claims a's ReplicaSet and
+	// never gets Ready: it does not keep the only slot held.
+	ms, objs := fleet("a", "b")
+	done := rolled(memcachedtest.PacedDeployment(ms[0], 2), 2, 2, 2)
+	f := newFixture(t, withoutDeployment(append(objs, done), "a")...)
+	f.finishRoll(ms[0])
+	f.client.pods = append(f.client.pods, stalePod(ms[0], "a-forged", false))
+	f.handler.PaceRolls(intstr.FromInt(1))
+
+	f.handleAll(ms...)
+
+	if got, want := f.templatePatches(), []string{"b"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("patched %v, want %v: a pod that claims a's ReplicaSet holds no slot once a's controller says its roll is over", got, want)
 	}
 }

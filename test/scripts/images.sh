@@ -3,6 +3,8 @@
 # them to the local registry (test/scripts/registry.sh, started when needed). All of
 # them build offline, FROM scratch, with buildah (vfs storage in tmp/_output/buildah):
 #   pause      the pod sandbox image (test/images/pause, a static Go program);
+#   tenant     what the real-node suite's hostile tenant runs in its pods
+#              (test/images/tenant, a static Go program);
 #   memcached  Debian's memcached package: the binary, the libraries ldd lists and a
 #              memcache user with uid 11211 (test/images/memcached/Dockerfile);
 #   operator   the operator image (tmp/build/Dockerfile), once per release under
@@ -16,9 +18,9 @@
 # and the registry's address).
 #
 # Usage:
-#   images.sh build [IMAGE...]      build and push IMAGE (pause, memcached, operator,
-#                                   sidecar; default: all)
-#   images.sh ref pause|memcached   print the image reference
+#   images.sh build [IMAGE...]      build and push IMAGE (pause, tenant, memcached,
+#                                   operator, sidecar; default: all)
+#   images.sh ref pause|tenant|memcached   print the image reference
 #   images.sh ref operator VERSION  print the operator image of release VERSION
 #   images.sh ref sidecar           print the sidecar image of pkg/sidecar/VERSION
 set -o errexit -o nounset -o pipefail
@@ -37,6 +39,7 @@ memcached_version() {
 ref() {
   case "$1" in
     pause) echo "${REGISTRY_ADDR}/local/pause:1.0" ;;
+    tenant) echo "${REGISTRY_ADDR}/local/tenant:1.0" ;;
     memcached) echo "${REGISTRY_ADDR}/local/memcached:$(memcached_version)" ;;
     operator)
       (($# == 2)) || fatal "usage: images.sh ref operator VERSION"
@@ -46,7 +49,7 @@ ref() {
       (($# == 1)) || fatal "usage: images.sh ref sidecar (its version is pkg/sidecar/VERSION)"
       echo "${REGISTRY_ADDR}/example/memcached-sidecar:v$(sidecar_version)"
       ;;
-    *) fatal "unknown image $1 (pause, memcached, operator, sidecar)" ;;
+    *) fatal "unknown image $1 (pause, tenant, memcached, operator, sidecar)" ;;
   esac
 }
 
@@ -74,6 +77,15 @@ build_pause() {
   rm -rf "${ctx}" && mkdir -p "${ctx}"
   (cd "${ROOT}/test" && CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags '-s -w' -o "${ctx}/pause" ./images/pause)
   build_push "$(ref pause)" "${ROOT}/test/images/pause/Dockerfile" "${ctx}"
+}
+
+# build_tenant builds test/images/tenant, the hostile tenant's programs of the
+# real-node suite's TestHostileTenant.
+build_tenant() {
+  local ctx="${BUILD_DIR}/tenant"
+  rm -rf "${ctx}" && mkdir -p "${ctx}"
+  (cd "${ROOT}/test" && CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags '-s -w' -o "${ctx}/tenant" ./images/tenant)
+  build_push "$(ref tenant)" "${ROOT}/test/images/tenant/Dockerfile" "${ctx}"
 }
 
 build_memcached() {
@@ -122,9 +134,9 @@ build_sidecar() {
 cmd_build() {
   require_cmds buildah go
   local images=("$@") image
-  ((${#images[@]} > 0)) || images=(pause memcached operator sidecar)
+  ((${#images[@]} > 0)) || images=(pause tenant memcached operator sidecar)
   for image in "${images[@]}"; do
-    [[ "${image}" =~ ^(pause|memcached|operator|sidecar)$ ]] || fatal "unknown image ${image} (pause, memcached, operator, sidecar)"
+    [[ "${image}" =~ ^(pause|tenant|memcached|operator|sidecar)$ ]] || fatal "unknown image ${image} (pause, tenant, memcached, operator, sidecar)"
   done
   "${ROOT}/test/scripts/registry.sh" up
   mkdir -p "${BUILD_DIR}"

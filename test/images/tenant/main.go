@@ -1,0 +1,106 @@
+// Command tenant is what a hostile tenant runs in its pods in the real-node
+// suite (TestHostileTenant): nothing a tenant with the right to create pods
+// could not run. It has two modes.
+//
+//	tenant report ADDR
+//
+// serves, at ADDR, every HTTP request with a 200 and a JSON report whose
+// message never ends, as a pod that passes for a memcached pod's sidecar
+// would answer the operator's poll, and logs each request it gets, so that
+// the test can tell whom the operator asked.
+//
+//	tenant flood ADDR CONNS plain|tls
+//
+// opens CONNS connections to ADDR and holds them: plain ones send nothing,
+// tls ones send the first bytes of a TLS ClientHello and never finish it.
+// It logs "done: opened N of CONNS" once it has tried them all, then every
+// few seconds how many it opened and how many the server has closed. It never exits by itself.
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+func main() {
+	if len(os.Args) < 3 {
+		fmt.Fprintln(os.Stderr, "usage: tenant report ADDR | tenant flood ADDR CONNS plain|tls")
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "report":
+		err = report(os.Args[2])
+	case "flood":
+		if len(os.Args) != 5 {
+			err = fmt.Errorf("usage: tenant flood ADDR CONNS plain|tls")
+			break
+		}
+		var n int
+		if n, err = strconv.Atoi(os.Args[3]); err == nil {
+			err = flood(os.Args[2], n, os.Args[4] == "tls")
+		}
+	default:
+		err = fmt.Errorf("unknown mode %q", os.Args[1])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "tenant:", err)
+		os.Exit(1)
+	}
+}
+
+// report serves the endless report.
+func report(addr string) error {
+	chunk := make([]byte, 32<<10)
+	for i := range chunk {
+		chunk[i] = 'a'
+	}
+	return http.ListenAndServe(addr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Printf("%s %s from %s\n", r.Method, r.URL.Path, r.RemoteAddr)
+		w.Header().Set("Content-Type", "application/json")
+		if _, err := w.Write([]byte(`{"problems":[{"reason":"CertificateRefreshFailed","message":"`)); err != nil {
+			return
+		}
+		for {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	}))
+}
+
+// clientHelloStart is a TLS record header of a handshake of 512 bytes and
+// the start of a ClientHello: a server waits for the rest.
+var clientHelloStart = []byte{0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03}
+
+// flood opens n connections to addr and holds them, logging every 5 s.
+func flood(addr string, n int, tls bool) error {
+	var opened, closed atomic.Int64
+	for range n {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			fmt.Printf("dial: %v\n", err)
+			continue
+		}
+		opened.Add(1)
+		if tls {
+			_, _ = c.Write(clientHelloStart)
+		}
+		go func() {
+			// A read returns once the server closes the connection.
+			var b [1]byte
+			_, _ = c.Read(b[:])
+			closed.Add(1)
+		}()
+	}
+	fmt.Printf("done: opened %d of %d\n", opened.Load(), n)
+	for {
+		fmt.Printf("opened %d, closed by the server %d\n", opened.Load(), closed.Load())
+		time.Sleep(5 * time.Second)
+	}
+}

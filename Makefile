@@ -219,7 +219,7 @@ bench: build tools ## Measure N Memcached resources (N=1000 SIZE=2 NAMESPACES=1)
 
 .PHONY: clean
 clean: ## Remove build outputs (keeps the tool cache; see `make clean-tools`).
-	rm -rf $(OUTPUT)/bin $(OUTPUT)/demo $(OUTPUT)/e2e $(OUTPUT)/gopath
+	rm -rf $(OUTPUT)/bin $(OUTPUT)/demo $(OUTPUT)/e2e $(OUTPUT)/gopath $(OUTPUT)/vulncheck
 
 .PHONY: clean-images
 clean-images: ## Stop the local registry and the private dockerd, and remove their images and buildah's storage.

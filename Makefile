@@ -48,6 +48,11 @@ NAMESPACES ?= 1
 # times that.
 BENCH_TIMEOUT ?= 60m
 
+# GOVULNDB is the Go vulnerability database that `make vulncheck` reads: a URL, or
+# file:///ABSOLUTE/PATH of a copy (.ci/run gives CI's ../shared/vulndb); empty means
+# https://vuln.go.dev.
+GOVULNDB ?=
+
 OUTPUT := tmp/_output
 # SHARED_ENV and SHARED_FLAGS are the go command's environment and flags for every
 # compile but the race detector's: those of tmp/build/build.sh and
@@ -63,7 +68,7 @@ SHARED_FLAGS := -trimpath
 DEPLOY_DIR = $(OUTPUT)/deploy/$(NAMESPACE)
 BIN := $(OUTPUT)/bin/memcached-operator
 
-export VERSION IMG NAMESPACE
+export VERSION IMG NAMESPACE GOVULNDB
 
 .DEFAULT_GOAL := help
 
@@ -106,7 +111,7 @@ run: build ## Run the operator locally against KUBECONFIG (the SDK's `up local`)
 ##@ Local cluster
 
 .PHONY: tools
-tools: ## Build the control plane, kubelet, kube-proxy, etcd, kwok, kubectl, OLM, operator-sdk v0.0.7 and kube-score from Go modules into tmp/_output/tools.
+tools: ## Build the control plane, kubelet, kube-proxy, etcd, kwok, kubectl, OLM, operator-sdk v0.0.7, kube-score and govulncheck from Go modules into tmp/_output/tools.
 	test/scripts/build-tools.sh
 
 .PHONY: demo
@@ -186,7 +191,11 @@ olm-catalog: ## Render the CSV for VERSION (replacing REPLACES) into deploy/olm-
 ##@ Test
 
 .PHONY: test
-test: no-demo verify unit e2e ## Run everything CI runs: verify, unit tests, then the end-to-end suites.
+test: no-demo verify vulncheck unit e2e ## Run everything CI runs: verify, the vulnerability check, unit tests, then the end-to-end suites.
+
+.PHONY: vulncheck
+vulncheck: ## Fail on a vulnerability that the operator's binaries or the test module call and test/vuln/reviewed.yaml does not explain, or on a stale entry there (database: GOVULNDB, else https://vuln.go.dev).
+	test/scripts/vulncheck.sh
 
 .PHONY: e2e
 e2e: no-demo build tools ## Run the end-to-end suites (fake nodes, real node, image, OLM) against local clusters.
@@ -210,7 +219,7 @@ bench: build tools ## Measure N Memcached resources (N=1000 SIZE=2 NAMESPACES=1)
 
 .PHONY: clean
 clean: ## Remove build outputs (keeps the tool cache; see `make clean-tools`).
-	rm -rf $(OUTPUT)/bin $(OUTPUT)/demo $(OUTPUT)/e2e $(OUTPUT)/gopath
+	rm -rf $(OUTPUT)/bin $(OUTPUT)/demo $(OUTPUT)/e2e $(OUTPUT)/gopath $(OUTPUT)/vulncheck
 
 .PHONY: clean-images
 clean-images: ## Stop the local registry and the private dockerd, and remove their images and buildah's storage.
@@ -220,5 +229,5 @@ clean-images: ## Stop the local registry and the private dockerd, and remove the
 	if [[ -d $(OUTPUT)/buildah ]]; then buildah --storage-driver=vfs --root $(OUTPUT)/buildah/root --runroot $(OUTPUT)/buildah/runroot rmi --all --force >/dev/null || true; rm -rf $(OUTPUT)/buildah; fi
 
 .PHONY: clean-tools
-clean-tools: ## Remove the cached Kubernetes, etcd, KWOK, OLM, operator-sdk and kube-score binaries.
+clean-tools: ## Remove the cached Kubernetes, etcd, KWOK, OLM, operator-sdk, kube-score and govulncheck binaries.
 	rm -rf $(OUTPUT)/tools

@@ -11,7 +11,7 @@ require (
 	github.com/prometheus/common v0.70.0
 	github.com/prometheus/prometheus v0.312.0
 	go.yaml.in/yaml/v2 v2.4.4
-	golang.org/x/mod v0.39.0
+	golang.org/x/mod v0.40.0
 	k8s.io/api v0.37.2
 	k8s.io/apiextensions-apiserver v0.37.2
 	k8s.io/apimachinery v0.37.2

@@ -14,7 +14,8 @@ import (
 // sharedToolModules are the tool modules under test/tools that build on the same
 // Kubernetes libraries. test/tools/operator-sdk is left out: it pins operator-sdk
 // v0.0.7's own 2018 locks on purpose. So is test/tools/kube-score: kube-score
-// v1.20.0 reads an API group that the 0.37 libraries no longer have.
+// v1.20.0 reads an API group that the 0.37 libraries no longer have. And
+// test/tools/vulncheck: govulncheck builds on none of them.
 var sharedToolModules = []string{"kube", "kwok", "olm"}
 
 // testModuleOwn are the modules that this test module holds at versions of its own,
@@ -32,7 +33,7 @@ var testModuleOwn = map[string]string{
 	"github.com/google/go-containerregistry":           "the registry tests', newer than kwok's v0.20.7",
 	"github.com/docker/cli":                            "go-containerregistry v0.22.1's",
 	"github.com/docker/docker-credential-helpers":      "go-containerregistry v0.22.1's",
-	"golang.org/x/mod":                                 "go-containerregistry v0.22.1's",
+	"golang.org/x/mod":                                 "go-containerregistry v0.22.1's, at v0.40.0 for GO-2026-6179 and GO-2026-6180",
 }
 
 // TestToolModulesShareBuilds checks that every package that two of the tool

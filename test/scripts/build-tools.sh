@@ -16,7 +16,7 @@ set -o errexit -o nounset -o pipefail
 # shellcheck source=test/scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-MODULES=(kube kwok olm operator-sdk kube-score)
+MODULES=(kube kwok olm operator-sdk kube-score vulncheck)
 
 # tools_kube: Kubernetes control plane and kubectl, the real node's kubelet and
 # kube-proxy, etcd, and deepcopy-gen for tmp/codegen.
@@ -101,6 +101,17 @@ ldflags_kube-score() {
   local version
   version="$(module_version kube-score github.com/zegl/kube-score)"
   echo "-s -w -X main.version=${version#v}"
+}
+
+# tools_vulncheck: govulncheck, which `make vulncheck` (test/scripts/vulncheck.sh) runs.
+tools_vulncheck() {
+  echo "govulncheck golang.org/x/vuln/cmd/govulncheck"
+}
+
+# ldflags_vulncheck strips the binary; govulncheck reports its own version (the pinned
+# golang.org/x/vuln) from the build information, without a stamp.
+ldflags_vulncheck() {
+  echo "-s -w"
 }
 
 # module_dir prints the directory of a tool module.

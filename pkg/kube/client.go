@@ -215,7 +215,8 @@ func SpecChanged(old, obj interface{}) bool {
 // deploymentChanged reports whether an update of a cached Deployment changed
 // what the reconcile reads: what SpecChanged compares, the digest of what
 // the operator applied (an edit of labels changes it with no new
-// generation), or the conditions that trimDeployment keeps, such as a
+// generation), the findings of a loosened pod template, or the conditions
+// that trimDeployment keeps, such as a
 // ReplicaFailure that the ReplicaSet controller sets when a quota refuses
 // the pods, or clears.
 func deploymentChanged(old, obj interface{}) bool {
@@ -226,6 +227,7 @@ func deploymentChanged(old, obj interface{}) bool {
 	}
 	return SpecChanged(o, n) ||
 		o.Annotations[memcached.ObservedDigestAnnotation] != n.Annotations[memcached.ObservedDigestAnnotation] ||
+		o.Annotations[memcached.LoosenedAnnotation] != n.Annotations[memcached.LoosenedAnnotation] ||
 		!equality.Semantic.DeepEqual(o.Status.Conditions, n.Status.Conditions)
 }
 

@@ -263,6 +263,30 @@ func Loosened(d *appsv1.Deployment) []string {
 	return strings.Split(v, ",")
 }
 
+// maxSummarized is how many findings LoosenedSummary names.
+const maxSummarized = 4
+
+// LoosenedSummary returns findings, as LooserSecurity returns them, for an
+// Event or a condition's message: the first few by name, then how many
+// more there are.
+func LoosenedSummary(findings []string) string {
+	more := 0
+	if n := len(findings); n > 0 {
+		var m int
+		if _, err := fmt.Sscanf(findings[n-1], "and %d more", &m); err == nil {
+			findings, more = findings[:n-1], m
+		}
+	}
+	if len(findings) > maxSummarized {
+		findings, more = findings[:maxSummarized], more+len(findings)-maxSummarized
+	}
+	s := strings.Join(findings, ", ")
+	if more > 0 {
+		s += fmt.Sprintf(" and %d more", more)
+	}
+	return s
+}
+
 // LoosenedValue returns findings as LoosenedAnnotation holds them.
 func LoosenedValue(findings []string) string {
 	return strings.Join(findings, ",")

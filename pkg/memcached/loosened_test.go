@@ -403,3 +403,23 @@ func TestPutBackPodSpec(t *testing.T) {
 		t.Errorf("a template without the operator's annotations: got %s, want them set whole", patch)
 	}
 }
+
+func TestLoosenedSummary(t *testing.T) {
+	tests := []struct {
+		name string
+		in   []string
+		want string
+	}{
+		{name: "one", in: []string{"hostPID"}, want: "hostPID"},
+		{name: "four", in: []string{"a", "b", "c", "d"}, want: "a, b, c, d"},
+		{name: "six", in: []string{"a", "b", "c", "d", "e", "f"}, want: "a, b, c, d and 2 more"},
+		{name: "bounded", in: []string{"a", "b", "c", "d", "e", "and 10 more"}, want: "a, b, c, d and 11 more"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := memcached.LoosenedSummary(tt.in); got != tt.want {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

@@ -215,10 +215,11 @@ func SpecChanged(old, obj interface{}) bool {
 // deploymentChanged reports whether an update of a cached Deployment changed
 // what the reconcile reads: what SpecChanged compares, the digest of what
 // the operator applied (an edit of labels changes it with no new
-// generation), how far its controller has rolled it (whether
-// memcached.RolloutComplete holds, which ends a paced roll), or the
-// conditions that trimDeployment keeps, such as a ReplicaFailure that the
-// ReplicaSet controller sets when a quota refuses the pods, or clears.
+// generation), the findings of a loosened pod template, how far its
+// controller has rolled it (whether memcached.RolloutComplete holds, which
+// ends a paced roll), or the conditions that trimDeployment keeps, such as a
+// ReplicaFailure that the ReplicaSet controller sets when a quota refuses
+// the pods, or clears.
 func deploymentChanged(old, obj interface{}) bool {
 	o, ok1 := old.(*appsv1.Deployment)
 	n, ok2 := obj.(*appsv1.Deployment)
@@ -227,6 +228,7 @@ func deploymentChanged(old, obj interface{}) bool {
 	}
 	return SpecChanged(o, n) ||
 		o.Annotations[memcached.ObservedDigestAnnotation] != n.Annotations[memcached.ObservedDigestAnnotation] ||
+		o.Annotations[memcached.LoosenedAnnotation] != n.Annotations[memcached.LoosenedAnnotation] ||
 		memcached.RolloutComplete(o) != memcached.RolloutComplete(n) ||
 		!equality.Semantic.DeepEqual(o.Status.Conditions, n.Status.Conditions)
 }

@@ -104,7 +104,7 @@ func fieldSelector(s string) func(*metav1.ListOptions) {
 func trimPod(p *corev1.Pod) {
 	p.GenerateName = ""
 	p.OwnerReferences = controllerOnly(p.OwnerReferences)
-	p.Annotations = onlyAnnotation(p.Annotations, memcached.TemplateHashAnnotation)
+	p.Annotations = onlyAnnotations(p.Annotations, memcached.TemplateHashAnnotation)
 	p.Spec = corev1.PodSpec{}
 	var conditions []corev1.PodCondition
 	for _, c := range p.Status.Conditions {
@@ -165,15 +165,17 @@ func trimTerminated(t *corev1.ContainerStateTerminated) *corev1.ContainerStateTe
 
 // trimDeployment keeps what the reconcile reads: the Deployment's name,
 // labels, owner references, deletion, the digest of what the operator
-// applied that observeDeployment records (memcached.ObservedDigestAnnotation,
-// which stands for the fields the operator set), spec.replicas,
+// applied and the findings of a loosened pod template that
+// observeDeployment records (memcached.ObservedDigestAnnotation, which
+// stands for the fields the operator set, and memcached.LoosenedAnnotation,
+// for what others added to the template), spec.replicas,
 // spec.progressDeadlineSeconds, the hash of its pod template, which stands
 // for the template (see memcached.TemplateHashAnnotation), the template's
 // record of the roll that set it (see memcached.RollAnnotations), how far
 // its controller has rolled it (see memcached.RolloutComplete), and the
 // conditions that say its rollout is stuck (see deploymentStuckConditions).
 func trimDeployment(d *appsv1.Deployment) {
-	d.Annotations = onlyAnnotation(d.Annotations, memcached.ObservedDigestAnnotation)
+	d.Annotations = onlyAnnotations(d.Annotations, memcached.ObservedDigestAnnotation, memcached.LoosenedAnnotation)
 	d.Spec.Template = corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Annotations: memcached.RollAnnotations(d.Spec.Template.Annotations)},
 	}
@@ -203,12 +205,17 @@ func deploymentStuckConditions(conditions []appsv1.DeploymentCondition) []appsv1
 	return out
 }
 
-// onlyAnnotation returns annotations with the annotation key alone, or nil
-// without it.
-func onlyAnnotation(annotations map[string]string, key string) map[string]string {
-	v, ok := annotations[key]
-	if !ok {
-		return nil
+// onlyAnnotations returns annotations with the annotations keys alone, or
+// nil without any of them.
+func onlyAnnotations(annotations map[string]string, keys ...string) map[string]string {
+	var out map[string]string
+	for _, k := range keys {
+		if v, ok := annotations[k]; ok {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
 	}
-	return map[string]string{key: v}
+	return out
 }

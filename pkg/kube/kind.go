@@ -94,9 +94,11 @@ var DeploymentKind = &Kind{
 }
 
 // observeDeployment keeps memcached.OwnedDigest of live in obj's
-// memcached.ObservedDigestAnnotation, which trimDeployment keeps, so that the
-// reconcile can tell whether someone changed what the operator applied
-// without the cache holding pod templates.
+// memcached.ObservedDigestAnnotation, and memcached.LooserSecurity of its pod
+// template, if any, in memcached.LoosenedAnnotation, both of which
+// trimDeployment keeps, so that the reconcile can tell whether someone
+// changed what the operator applied, or added what loosens the pods'
+// security, without the cache holding pod templates.
 func observeDeployment(live map[string]interface{}, obj Object) error {
 	digest, err := memcached.OwnedDigest(live)
 	if err != nil {
@@ -107,6 +109,13 @@ func observeDeployment(live map[string]interface{}, obj Object) error {
 		annotations = map[string]string{}
 	}
 	annotations[memcached.ObservedDigestAnnotation] = digest
+	delete(annotations, memcached.LoosenedAnnotation)
+	template, _, _ := unstructured.NestedFieldNoCopy(live, "spec", "template")
+	if t, ok := template.(map[string]interface{}); ok {
+		if findings := memcached.LooserSecurity(t); findings != nil {
+			annotations[memcached.LoosenedAnnotation] = memcached.LoosenedValue(findings)
+		}
+	}
 	obj.SetAnnotations(annotations)
 	return nil
 }

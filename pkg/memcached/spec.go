@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
@@ -77,10 +79,10 @@ func derivedCacheMB(limit resource.Quantity) int32 {
 func ValidateSpec(m *v1alpha1.Memcached) error {
 	for i, a := range m.Spec.ExtraArgs {
 		if !extraArgRegexp.MatchString(a) {
-			return fmt.Errorf("spec.extraArgs[%d]: %q is not one of the memcached options that spec.extraArgs allows", i, a)
+			return fmt.Errorf("spec.extraArgs[%d]: %s is not one of the memcached options that spec.extraArgs allows", i, quoted(a))
 		}
 		if why := extraArgValueError(a); why != "" {
-			return fmt.Errorf("spec.extraArgs[%d]: %q: %s", i, a, why)
+			return fmt.Errorf("spec.extraArgs[%d]: %s: %s", i, quoted(a), why)
 		}
 	}
 	if err := validateMemory(m); err != nil {
@@ -113,10 +115,10 @@ func validateMonitoring(m *v1alpha1.Memcached) error {
 	}
 	for k, v := range m.Spec.Monitoring.Labels {
 		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
-			return fmt.Errorf("spec.monitoring.labels: key %q is not a label key: %s", k, strings.Join(errs, "; "))
+			return fmt.Errorf("spec.monitoring.labels: key %s is not a label key: %s", quoted(k), strings.Join(errs, "; "))
 		}
 		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
-			return fmt.Errorf("spec.monitoring.labels[%s]: %q is not a label value: %s", k, v, strings.Join(errs, "; "))
+			return fmt.Errorf("spec.monitoring.labels[%s]: %s is not a label value: %s", k, quoted(v), strings.Join(errs, "; "))
 		}
 		if k == AppLabel || k == CRLabel {
 			return fmt.Errorf("spec.monitoring.labels: %s is the operator's own label", k)
@@ -133,21 +135,21 @@ func validateMonitoring(m *v1alpha1.Memcached) error {
 func validateSecurity(m *v1alpha1.Memcached) error {
 	if t := m.Spec.TLS; t != nil {
 		if errs := validation.IsDNS1123Subdomain(t.SecretName); len(errs) > 0 {
-			return fmt.Errorf("spec.tls.secretName: %q is not the name of a Secret: %s", t.SecretName, strings.Join(errs, "; "))
+			return fmt.Errorf("spec.tls.secretName: %s is not the name of a Secret: %s", quoted(t.SecretName), strings.Join(errs, "; "))
 		}
 		switch t.ClientCertificates {
 		case "", v1alpha1.ClientCertificatesNone, v1alpha1.ClientCertificatesRequired:
 		default:
-			return fmt.Errorf("spec.tls.clientCertificates: %q is not None or Required", t.ClientCertificates)
+			return fmt.Errorf("spec.tls.clientCertificates: %s is not None or Required", quoted(string(t.ClientCertificates)))
 		}
 	}
 	if a := m.Spec.Auth; a != nil {
 		if errs := validation.IsDNS1123Subdomain(a.SecretName); len(errs) > 0 {
-			return fmt.Errorf("spec.auth.secretName: %q is not the name of a Secret: %s", a.SecretName, strings.Join(errs, "; "))
+			return fmt.Errorf("spec.auth.secretName: %s is not the name of a Secret: %s", quoted(a.SecretName), strings.Join(errs, "; "))
 		}
 		for i, arg := range m.Spec.ExtraArgs {
 			if strings.HasPrefix(arg, "--protocol=") && arg != "--protocol=ascii" {
-				return fmt.Errorf("spec.extraArgs[%d]: %q: %s", i, arg, msgAuthProtocol)
+				return fmt.Errorf("spec.extraArgs[%d]: %s: %s", i, quoted(arg), msgAuthProtocol)
 			}
 		}
 	}
@@ -187,15 +189,15 @@ func validatePlacement(m *v1alpha1.Memcached) error {
 	}
 	for k, v := range m.Spec.NodeSelector {
 		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
-			return fmt.Errorf("spec.nodeSelector: key %q is not a label key: %s", k, strings.Join(errs, "; "))
+			return fmt.Errorf("spec.nodeSelector: key %s is not a label key: %s", quoted(k), strings.Join(errs, "; "))
 		}
 		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
-			return fmt.Errorf("spec.nodeSelector[%s]: %q is not a label value: %s", k, v, strings.Join(errs, "; "))
+			return fmt.Errorf("spec.nodeSelector[%s]: %s is not a label value: %s", k, quoted(v), strings.Join(errs, "; "))
 		}
 	}
 	if p := m.Spec.PriorityClassName; p != "" {
 		if errs := validation.IsDNS1123Subdomain(p); len(errs) > 0 {
-			return fmt.Errorf("spec.priorityClassName: %q is not the name of a PriorityClass, a DNS subdomain: %s", p, strings.Join(errs, "; "))
+			return fmt.Errorf("spec.priorityClassName: %s is not the name of a PriorityClass, a DNS subdomain: %s", quoted(p), strings.Join(errs, "; "))
 		}
 	}
 	return nil
@@ -205,7 +207,7 @@ func validatePlacement(m *v1alpha1.Memcached) error {
 func tolerationError(t corev1.Toleration) string {
 	if t.Key != "" {
 		if errs := validation.IsQualifiedName(t.Key); len(errs) > 0 {
-			return fmt.Sprintf("key %q is not a taint key, a qualified name: %s", t.Key, strings.Join(errs, "; "))
+			return fmt.Sprintf("key %s is not a taint key, a qualified name: %s", quoted(t.Key), strings.Join(errs, "; "))
 		}
 	}
 	if t.Key == "" && t.Operator != corev1.TolerationOpExists {
@@ -217,20 +219,20 @@ func tolerationError(t corev1.Toleration) string {
 	switch t.Operator {
 	case corev1.TolerationOpEqual, "":
 		if errs := validation.IsValidLabelValue(t.Value); len(errs) > 0 {
-			return fmt.Sprintf("value %q is not a label value: %s", t.Value, strings.Join(errs, "; "))
+			return fmt.Sprintf("value %s is not a label value: %s", quoted(t.Value), strings.Join(errs, "; "))
 		}
 	case corev1.TolerationOpExists:
 		if t.Value != "" {
 			return msgTolerationExistsValue
 		}
 	default:
-		return fmt.Sprintf("operator %q is not Exists or Equal", t.Operator)
+		return fmt.Sprintf("operator %s is not Exists or Equal", quoted(string(t.Operator)))
 	}
 	switch t.Effect {
 	case "", corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
 		return ""
 	}
-	return fmt.Sprintf("effect %q is not NoSchedule, PreferNoSchedule or NoExecute", t.Effect)
+	return fmt.Sprintf("effect %s is not NoSchedule, PreferNoSchedule or NoExecute", quoted(string(t.Effect)))
 }
 
 // Why the API server refuses a toleration; deploy/crd.yaml's rules carry
@@ -240,3 +242,22 @@ const (
 	msgTolerationSeconds     = "effect must be NoExecute when tolerationSeconds is set: tolerationSeconds is how long a pod stays after a NoExecute taint evicts it, and no other effect evicts"
 	msgTolerationExistsValue = "value must be empty when operator is Exists: Exists matches any value of the key"
 )
+
+// maxQuoted is how many bytes of a value from a spec, or of a flag, an
+// error quotes: the errors go to the status's conditions and to Events,
+// and a resource stored before the CRD bounded its fields may hold a value
+// of any length.
+const maxQuoted = 64
+
+// quoted returns s quoted, as %q does, cut to maxQuoted bytes, on a rune's
+// start, with its length when it is longer.
+func quoted(s string) string {
+	if len(s) <= maxQuoted {
+		return strconv.Quote(s)
+	}
+	cut := maxQuoted
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(s[:cut]), len(s))
+}

@@ -75,15 +75,15 @@ func (w Window) At(t time.Time) (open bool, until time.Time) {
 func ParseWindow(s string) (Window, error) {
 	fields := strings.Fields(s)
 	if len(fields) != 3 {
-		return Window{}, fmt.Errorf("%q must be a weekday, a start time in UTC and a duration, such as \"Sunday 03:00 2h\"", s)
+		return Window{}, fmt.Errorf("%s must be a weekday, a start time in UTC and a duration, such as \"Sunday 03:00 2h\"", quoted(s))
 	}
 	d, err := time.ParseDuration(fields[2])
 	if err != nil {
-		return Window{}, fmt.Errorf("%q: the duration %q is no Go duration, such as 2h or 1h30m", s, fields[2])
+		return Window{}, fmt.Errorf("%s: the duration %s is no Go duration, such as 2h or 1h30m", quoted(s), quoted(fields[2]))
 	}
 	w, err := newWindow(fields[0], fields[1], d)
 	if err != nil {
-		return Window{}, fmt.Errorf("%q: %v", s, err)
+		return Window{}, fmt.Errorf("%s: %v", quoted(s), err)
 	}
 	return w, nil
 }
@@ -108,10 +108,10 @@ var weekdays = func() map[string]time.Weekday {
 func newWindow(day, start string, duration time.Duration) (Window, error) {
 	d, ok := weekdays[day]
 	if !ok {
-		return Window{}, fmt.Errorf("day %q must be a weekday from Monday to Sunday", day)
+		return Window{}, fmt.Errorf("day %s must be a weekday from Monday to Sunday", quoted(day))
 	}
 	if !windowStartPattern.MatchString(start) {
-		return Window{}, fmt.Errorf("start %q must be a time of day in UTC as HH:MM, from 00:00 to 23:59", start)
+		return Window{}, fmt.Errorf("start %s must be a time of day in UTC as HH:MM, from 00:00 to 23:59", quoted(start))
 	}
 	hours, _ := strconv.Atoi(start[:2])
 	minutes, _ := strconv.Atoi(start[3:])

@@ -31,6 +31,13 @@ const (
 	// when the operator puts back what someone changed of the labels, pod
 	// template or strategy it set on the Deployment.
 	ReasonDeploymentRestored = "DeploymentRestored"
+	// ReasonSecurityRestored is the reason of the Warning Event recorded
+	// when the operator puts back the pod spec of a Deployment whose pod
+	// template someone loosened (see memcached.LooserSecurity): a Warning,
+	// unlike DeploymentRestored, because the pods ran, or were about to
+	// run, with less confinement than the operator gives them, which
+	// whoever watches a namespace's Warnings should hear of.
+	ReasonSecurityRestored = "SecurityRestored"
 	// ReasonReconcilePanicked is the reason of the Warning Event recorded
 	// when a reconcile panicked; it is retried with backoff.
 	ReasonReconcilePanicked = "ReconcilePanicked"
@@ -185,7 +192,9 @@ func (h *Handler) ensureSize(m *v1alpha1.Memcached, d *appsv1.Deployment) *failu
 // (see window.go), then for a roll slot (see rolls.go): until it gets
 // one, want records why, for the Progressing condition, and m is queued
 // for the window's opening, or for its close while it waits for a slot
-// inside it.
+// inside it. A template that someone loosened (see memcached.Loosened) is
+// no such difference, whatever its record says: its pod spec is put back
+// at once (see putBackPodSpec), with the operator's new template.
 func (h *Handler) ensurePodTemplate(m *v1alpha1.Memcached, d *appsv1.Deployment, want *desiredDeployment) *failure {
 	key := m.Namespace + "/" + m.Name
 	held := d.Spec.Template.Annotations[memcached.PacedRollAnnotation] != ""
@@ -198,7 +207,8 @@ func (h *Handler) ensurePodTemplate(m *v1alpha1.Memcached, d *appsv1.Deployment,
 		}
 		return h.restoreDeployment(m, d, want)
 	}
-	paced := memcached.OperatorChanged(m, d)
+	loosened := memcached.Loosened(d)
+	paced := loosened == nil && memcached.OperatorChanged(m, d)
 	if paced {
 		w := h.windowAt(m)
 		if w.closed() {
@@ -224,6 +234,9 @@ func (h *Handler) ensurePodTemplate(m *v1alpha1.Memcached, d *appsv1.Deployment,
 	if err == nil && paced {
 		manifest, err = memcached.WithPacedRoll(manifest)
 	}
+	if err == nil && loosened != nil {
+		err = h.putBackPodSpec(d, manifest, loosened)
+	}
 	if err == nil {
 		err = h.client.Apply(kube.DeploymentKind, manifest, d.UID)
 	}
@@ -232,6 +245,9 @@ func (h *Handler) ensurePodTemplate(m *v1alpha1.Memcached, d *appsv1.Deployment,
 			h.releaseRoll(key)
 		}
 		return newFailure(memcached.ReasonDeploymentUpdateFailed, "failed to update the pod template of deployment %s/%s: %w", d.Namespace, d.Name, err)
+	}
+	if loosened != nil {
+		h.securityRestored(m, d, want, loosened)
 	}
 	if paced {
 		h.recorder.Eventf(m, corev1.EventTypeNormal, ReasonDeploymentUpdated, "Updated the pod template of deployment %s (template %s) to the operator's new one, in a paced roll (--max-concurrent-rolls), rolling its pods one at a time", d.Name, want.hash)
@@ -258,9 +274,17 @@ func (h *Handler) ensurePodTemplate(m *v1alpha1.Memcached, d *appsv1.Deployment,
 // record: what that version set becomes the apply's first (see
 // memcached.ConvertUpdates), so that the apply owns it, and later removes
 // what the spec no longer asks for.
+//
+// What others added stays, unless it loosens the pods' security (see
+// memcached.Loosened): then the pod spec is put back whole first (see
+// putBackPodSpec), even when the operator's fields all hold what it
+// applied, and the apply follows only when they did not, since the patch
+// changes nothing that the operator's apply owns and that still holds its
+// value.
 func (h *Handler) restoreDeployment(m *v1alpha1.Memcached, d *appsv1.Deployment, want *desiredDeployment) *failure {
 	digest := d.Annotations[memcached.ObservedDigestAnnotation]
-	if digest == want.digest {
+	loosened := memcached.Loosened(d)
+	if digest == want.digest && loosened == nil {
 		return nil
 	}
 	var err error
@@ -274,15 +298,44 @@ func (h *Handler) restoreDeployment(m *v1alpha1.Memcached, d *appsv1.Deployment,
 	if err == nil {
 		manifest, err = memcached.WithRecordOf(manifest, d.Spec.Template.Annotations)
 	}
-	if err == nil {
+	if err == nil && loosened != nil {
+		err = h.putBackPodSpec(d, manifest, loosened)
+	}
+	if err == nil && digest != want.digest {
 		err = h.client.Apply(kube.DeploymentKind, manifest, d.UID)
 	}
 	if err != nil {
 		return newFailure(memcached.ReasonDeploymentUpdateFailed, "failed to restore deployment %s/%s: %w", d.Namespace, d.Name, err)
 	}
+	if loosened != nil {
+		h.securityRestored(m, d, want, loosened)
+		return nil
+	}
 	want.restoring = fmt.Sprintf("restored the labels, pod template and strategy of deployment %s, which someone changed", d.Name)
 	h.recorder.Eventf(m, corev1.EventTypeNormal, ReasonDeploymentRestored, "Restored the labels, pod template and strategy of deployment %s to the operator's, which someone changed", d.Name)
 	return nil
+}
+
+// putBackPodSpec makes d's pod spec manifest's, d's pod template having
+// the findings loosened (see memcached.PutBackPodSpec): a server-side apply
+// would leave what others added, and this is a hand edit being put back,
+// so it happens at once, never in the maintenance window, and rolls the
+// pods once, as the edit did.
+func (h *Handler) putBackPodSpec(d *appsv1.Deployment, manifest *unstructured.Unstructured, loosened []string) error {
+	patch, err := memcached.PutBackPodSpec(d, manifest.Object, loosened)
+	if err != nil {
+		return err
+	}
+	return h.client.Patch(kube.DeploymentKind, d.Namespace, d.Name, d.UID, patch)
+}
+
+// securityRestored records that the reconcile put back d's pod spec, which
+// someone loosened where loosened says: a Warning Event, and want's
+// restoring message for the Progressing condition.
+func (h *Handler) securityRestored(m *v1alpha1.Memcached, d *appsv1.Deployment, want *desiredDeployment, loosened []string) {
+	what := memcached.LoosenedSummary(loosened)
+	want.restoring = fmt.Sprintf("put back the pod spec of deployment %s, which someone loosened (%s)", d.Name, what)
+	h.recorder.Eventf(m, corev1.EventTypeWarning, ReasonSecurityRestored, "Put back the operator's pod spec of deployment %s, which someone loosened: %s", d.Name, what)
 }
 
 // ensureProgressDeadline sets the Deployment's progressDeadlineSeconds to

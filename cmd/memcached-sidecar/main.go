@@ -141,7 +141,7 @@ func run(args []string) (err error) {
 	if discoveryAddr != "" {
 		ds := &sidecar.Discovery{
 			File: discoveryFile, TLSDir: d.TLSDir, ClientCert: d.ClientCert, AuthFile: authFile,
-			Version: memcachedVersion(d), Log: log,
+			Version: memcachedVersion(d), Log: log, Refused: sidecar.NewRefusedCounter(reg),
 		}
 		go func() { discovery <- ds.ListenAndServe(ctx, discoveryAddr) }()
 	}

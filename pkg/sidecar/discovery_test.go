@@ -27,15 +27,23 @@ const twoNodes = "12\nmycluster.0001.example.com|198.18.0.1|11211 mycluster.0002
 // returns its address.
 func startDiscovery(t *testing.T, d *Discovery) string {
 	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	startDiscoveryOn(t, d, ln)
+	return ln.Addr().String()
+}
+
+// startDiscoveryOn serves d on ln until the test ends, and then expects
+// Serve to return nil.
+func startDiscoveryOn(t *testing.T, d *Discovery, ln net.Listener) {
+	t.Helper()
 	if d.Log == nil {
 		d.Log, _ = logtest.NewNullLogger()
 	}
 	if d.Version == nil {
 		d.Version = func(context.Context) (string, error) { return "1.6.18", nil }
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -46,7 +54,6 @@ func startDiscovery(t *testing.T, d *Discovery) string {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return ln.Addr().String()
 }
 
 // writeCluster writes the membership file path as the kubelet replaces a

@@ -28,11 +28,10 @@ import (
 const patience = 10 * time.Second
 
 // waitClosed reads c until the server closes it, within patience, and
-// returns how long that took.
-func waitClosed(t *testing.T, c net.Conn) time.Duration {
+// returns how long after since that was.
+func waitClosed(t *testing.T, c net.Conn, since time.Time) time.Duration {
 	t.Helper()
-	start := time.Now()
-	_ = c.SetReadDeadline(start.Add(patience))
+	_ = c.SetReadDeadline(time.Now().Add(patience))
 	buf := make([]byte, 512)
 	for {
 		_, err := c.Read(buf)
@@ -43,7 +42,7 @@ func waitClosed(t *testing.T, c net.Conn) time.Duration {
 		case errors.As(err, &ne) && ne.Timeout():
 			t.Fatalf("the connection is still open after %v", patience)
 		}
-		return time.Since(start)
+		return time.Since(since)
 	}
 }
 
@@ -167,6 +166,8 @@ func TestDiscoveryClosesStalledClients(t *testing.T) {
 				d.AuthFile = auth
 			}
 			addr := startDiscovery(t, d)
+			// Before the server can start any timeout of the connection.
+			start := time.Now()
 			c, err := net.Dial("tcp", addr)
 			if err != nil {
 				t.Fatal(err)
@@ -175,7 +176,7 @@ func TestDiscoveryClosesStalledClients(t *testing.T) {
 			if _, err := io.WriteString(c, tt.send); err != nil {
 				t.Fatal(err)
 			}
-			if took := waitClosed(t, c); took < short {
+			if took := waitClosed(t, c, start); took < short {
 				t.Errorf("closed after %v, before its timeout of %v", took, short)
 			}
 		})
@@ -239,7 +240,7 @@ func TestDiscoveryCapsConnections(t *testing.T) {
 			idle: time.Second,
 			release: func(t *testing.T, held []net.Conn, _ []*bufio.Reader) {
 				for _, c := range held {
-					waitClosed(t, c)
+					waitClosed(t, c, time.Now())
 				}
 			},
 		},

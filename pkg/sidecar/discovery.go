@@ -263,6 +263,9 @@ func (d *Discovery) serveConn(ctx context.Context, raw net.Conn) {
 	idle, request := orDefault(d.IdleTimeout, DefaultIdleTimeout), orDefault(d.RequestTimeout, DefaultRequestTimeout)
 	r := bufio.NewReaderSize(c, maxCommandLine)
 	w := bufio.NewWriter(c)
+	// The replies to the requests the client pipelined before it quit,
+	// went, or broke the protocol, as memcached sends them.
+	defer w.Flush()
 	authenticated := d.AuthFile == ""
 	for {
 		if r.Buffered() == 0 {
@@ -275,21 +278,16 @@ func (d *Discovery) serveConn(ctx context.Context, raw net.Conn) {
 		line, err := r.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
 			_, _ = w.WriteString("CLIENT_ERROR line too long\r\n")
-			_ = w.Flush()
 			return
 		}
 		if err != nil {
 			return
 		}
-		reply := "ERROR\r\n"
+		reply, quit := "ERROR\r\n", false
 		if fields := strings.Fields(string(line)); len(fields) > 0 {
-			var quit bool
 			reply, quit, authenticated = d.answer(ctx, fields, r, authenticated)
-			if quit {
-				return
-			}
 		}
-		if _, err := w.WriteString(reply); err != nil {
+		if _, err := w.WriteString(reply); err != nil || quit {
 			return
 		}
 		// Requests are answered in order; replies go out once the client
@@ -301,8 +299,8 @@ func (d *Discovery) serveConn(ctx context.Context, raw net.Conn) {
 }
 
 // answer returns the reply to the command of fields, whose data, if it
-// has any, it reads from r; whether the connection is to close; and
-// whether the client is logged in after it.
+// has any, it reads from r; whether the connection is to close after the
+// reply; and whether the client is logged in after it.
 func (d *Discovery) answer(ctx context.Context, fields []string, r *bufio.Reader, authenticated bool) (reply string, quit, loggedIn bool) {
 	cmd := fields[0]
 	if cmd == "quit" {
@@ -311,8 +309,13 @@ func (d *Discovery) answer(ctx context.Context, fields []string, r *bufio.Reader
 	var data []byte
 	if storage(cmd) {
 		var err error
-		if data, err = readData(fields, r); err != nil {
-			return "CLIENT_ERROR " + err.Error() + "\r\n", errors.Is(err, errBadDataChunk) || errors.Is(err, io.EOF), authenticated
+		data, err = readData(fields, r)
+		switch {
+		case errors.Is(err, io.EOF):
+			// The client went, or stalled, within the data.
+			return "", true, authenticated
+		case err != nil:
+			return "CLIENT_ERROR " + err.Error() + "\r\n", errors.Is(err, errBadDataChunk), authenticated
 		}
 	}
 	if !authenticated {

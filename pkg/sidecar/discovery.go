@@ -87,6 +87,13 @@ const refusal = "CLIENT_ERROR this is the discovery endpoint: it serves \"config
 // whose data is a user and a password of the file, separated by a space;
 // before it every command gets "CLIENT_ERROR unauthenticated", as from
 // memcached 1.6.
+//
+// Any pod of the cluster can reach it, so it bounds what a client holds:
+// how long a TLS handshake, a request and an idle connection may take
+// (HandshakeTimeout, RequestTimeout, IdleTimeout), and how many
+// connections are open (MaxConns). Connections share no lock held across
+// network I/O with each other, nor with the sidecar's refresh, reload and
+// report, which run in goroutines of their own.
 type Discovery struct {
 	// File is the membership, the text of a Cluster.
 	File string

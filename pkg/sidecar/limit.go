@@ -15,7 +15,8 @@ import (
 // limit of 64Mi. It closes rather than queues, unlike
 // golang.org/x/net/netutil's LimitListener, so that a client over the cap
 // learns it at once and a flood of them holds nothing but the kernel's
-// backlog; a slot frees when its connection is closed. refused may be nil.
+// backlog; a slot frees when its connection is closed. max must be
+// positive; refused may be nil.
 func LimitListener(ln net.Listener, max int, refused func()) net.Listener {
 	return &limitListener{Listener: ln, slots: make(chan struct{}, max), refused: refused}
 }

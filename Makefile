@@ -47,6 +47,8 @@ NAMESPACES ?= 1
 # BENCH_TIMEOUT bounds one `make bench`: N=1000 takes about 10 minutes, N=10000 about ten
 # times that.
 BENCH_TIMEOUT ?= 60m
+# FUZZTIME is how long `make fuzz` runs each fuzz test.
+FUZZTIME ?= 10s
 
 # GOVULNDB is the Go vulnerability database that `make vulncheck` reads: a URL, or
 # file:///ABSOLUTE/PATH of a copy (.ci/run gives CI's ../shared/vulndb); empty means
@@ -191,11 +193,23 @@ olm-catalog: ## Render the CSV for VERSION (replacing REPLACES) into deploy/olm-
 ##@ Test
 
 .PHONY: test
-test: no-demo verify vulncheck unit e2e ## Run everything CI runs: verify, the vulnerability check, unit tests, then the end-to-end suites.
+test: no-demo verify vulncheck unit fuzz e2e ## Run everything CI runs: verify, the vulnerability check, unit tests, fuzz tests, then the end-to-end suites.
 
 .PHONY: vulncheck
 vulncheck: ## Fail on a vulnerability that the operator's binaries or the test module call and test/vuln/reviewed.yaml does not explain, or on a stale entry there (database: GOVULNDB, else https://vuln.go.dev).
 	test/scripts/vulncheck.sh
+
+# fuzz finds the fuzz tests with `go test -list`, so that one added to any package runs
+# without a change here; `go test -fuzz` takes one test of one package at a time.
+.PHONY: fuzz
+fuzz: ## Run each fuzz test (Fuzz*) of the operator's module for FUZZTIME (10s), one at a time; a failing input is written to its package's testdata/fuzz, to commit with the fix.
+	@tests="$$($(SHARED_ENV) go test $(SHARED_FLAGS) -list '^Fuzz' ./... | \
+		awk '/^Fuzz/ { names[n++] = $$1; next } /^ok / { for (i = 0; i < n; i++) print $$2, names[i]; n = 0 }')"; \
+	test -n "$$tests" || { echo "fuzz: go test -list '^Fuzz' found no fuzz test"; exit 1; }; \
+	while read -r pkg name; do \
+		echo "go test -run '^$$' -fuzz '^$$name\$$' -fuzztime $(FUZZTIME) $$pkg"; \
+		$(SHARED_ENV) go test $(SHARED_FLAGS) -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$pkg"; \
+	done <<< "$$tests"
 
 .PHONY: e2e
 e2e: no-demo build tools ## Run the end-to-end suites (fake nodes, real node, image, OLM) against local clusters.

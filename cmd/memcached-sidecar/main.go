@@ -141,7 +141,7 @@ func run(args []string) (err error) {
 	if discoveryAddr != "" {
 		ds := &sidecar.Discovery{
 			File: discoveryFile, TLSDir: d.TLSDir, ClientCert: d.ClientCert, AuthFile: authFile,
-			Version: memcachedVersion(d), Log: log,
+			Version: memcachedVersion(d), Log: log, Refused: sidecar.NewRefusedCounter(reg),
 		}
 		go func() { discovery <- ds.ListenAndServe(ctx, discoveryAddr) }()
 	}
@@ -273,18 +273,70 @@ func writeExitMessage(err error) {
 	_, _ = fmt.Fprintln(f, err) // the process exits next, with the error in its log too
 }
 
+// The bounds of the sidecar's HTTP server, for /metrics, /status and
+// /healthz. Any pod of the cluster can reach it, and every connection
+// costs memory out of the container's 64Mi; its clients (Prometheus, the
+// operator's poll every 20 s, the kubelet's liveness probe) send bodiless
+// GETs of a few hundred bytes and read replies of tens of KiB at once.
+const (
+	// httpReadHeaderTimeout bounds a request's header, which arrives at
+	// once, from the connection's start or its first byte after an idle
+	// wait.
+	httpReadHeaderTimeout = 5 * time.Second
+	// httpReadTimeout bounds a whole request, which has no body.
+	httpReadTimeout = 10 * time.Second
+	// httpWriteTimeout bounds a request and its reply: above the 10 s
+	// that Prometheus gives a scrape by default, which covers the worker's
+	// stats command to memcached, bounded at 5 s.
+	httpWriteTimeout = 15 * time.Second
+	// httpIdleTimeout bounds the wait for the next request on a kept
+	// connection: above the 90 s after which Go's http.Transport, which the
+	// operator's poll uses, closes an idle connection, so that the client
+	// closes first and never sends on a connection that the server is
+	// closing.
+	httpIdleTimeout = 2 * time.Minute
+	// httpMaxHeaderBytes bounds a request's header, which fits in a few
+	// hundred bytes.
+	httpMaxHeaderBytes = 8 << 10
+	// httpMaxConns caps the open connections (see sidecar.LimitListener):
+	// the clients need fewer than ten, and at about 20 KiB each, 64 take
+	// about a megabyte.
+	httpMaxConns = 64
+)
+
 // serve serves mux and /healthz, which says the process serves, at addr
 // until ctx ends.
 func serve(ctx context.Context, addr string, mux *http.ServeMux) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	refused := func() { logrus.Debugf("closed a connection to %s over the cap of %d", addr, httpMaxConns) }
+	return serveOn(ctx, sidecar.LimitListener(ln, httpMaxConns, refused), newServer(mux))
+}
+
+// newServer returns the server of handler, with the bounds above.
+func newServer(handler http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: httpReadHeaderTimeout,
+		ReadTimeout:       httpReadTimeout,
+		WriteTimeout:      httpWriteTimeout,
+		IdleTimeout:       httpIdleTimeout,
+		MaxHeaderBytes:    httpMaxHeaderBytes,
+	}
+}
+
+// serveOn runs srv on ln until ctx ends.
+func serveOn(ctx context.Context, ln net.Listener, srv *http.Server) error {
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(shutdown) // the process exits next; a slow scrape is cut
 	}()
-	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil

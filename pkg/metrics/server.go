@@ -99,6 +99,31 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintln(w, "ok")
 }
 
+// The bounds of the server's waits and of a request. Any pod of the cluster
+// can reach the operator's port, and its clients (Prometheus, the kubelet's
+// probes) send bodiless GETs of a few hundred bytes and read the reply at
+// once: a client that does not costs the operator a goroutine and its
+// buffers for a bounded time only.
+const (
+	// readHeaderTimeout bounds a request's header, which arrives at once.
+	readHeaderTimeout = 5 * time.Second
+	// readTimeout bounds a whole request, which has no body.
+	readTimeout = 10 * time.Second
+	// writeTimeout bounds a request and its reply: /metrics, tens of KiB
+	// whatever the number of Memcacheds (no metric has a label per
+	// resource), well within it even from a loaded node.
+	writeTimeout = 30 * time.Second
+	// idleTimeout bounds the wait for the next request on a kept
+	// connection: above Prometheus's default scrape interval, a minute,
+	// so that a scraper does not send on a connection the server is
+	// closing, and above the 90 s after which Go's http.Transport closes
+	// its own idle connections.
+	idleTimeout = 2 * time.Minute
+	// maxHeaderBytes bounds a request's header, which fits in a few
+	// hundred bytes.
+	maxHeaderBytes = 16 << 10
+)
+
 // Start listens on addr (host:port; port 0 picks a free one) and serves
 // until ctx is done. It returns the address it listens on, or the error of
 // listening, so that a port already in use stops the operator at start
@@ -110,11 +135,11 @@ func (s *Server) Start(ctx context.Context, addr string) (net.Addr, error) {
 	}
 	srv := &http.Server{
 		Handler:           s.mux,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       time.Minute,
-		MaxHeaderBytes:    16 << 10,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
 	}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 )
 
@@ -26,6 +27,35 @@ const maxCommandLine = 2048
 // maxLoginData bounds the data of a set that logs in: a user and a
 // password, not a value.
 const maxLoginData = 4096
+
+// The bounds of the discovery endpoint's waits and connections. Any pod of
+// the cluster can reach it, so a client that connects and sends nothing,
+// stops halfway through a request or a TLS handshake, or opens connection
+// after connection, must cost a bounded share of the worker's memory
+// (GOMEMLIMIT 24MiB) for a bounded time; ElastiCache's clients send a
+// request and read its reply at once.
+const (
+	// DefaultHandshakeTimeout bounds a TLS handshake, a few round trips
+	// on the pod network that take milliseconds.
+	DefaultHandshakeTimeout = 5 * time.Second
+	// DefaultRequestTimeout bounds a request from its first byte to its
+	// reply's last: a command line of at most 2048 bytes and a login's
+	// data of at most 4096, which a client sends at once, and a reply that
+	// it reads at once.
+	DefaultRequestTimeout = 10 * time.Second
+	// DefaultIdleTimeout bounds the wait for a request's first byte:
+	// twice the minute at which ElastiCache's clients ask for the
+	// membership by default, so that a client that keeps its connection
+	// between polls keeps it, while one that went without closing it,
+	// with its pod's network, frees its slot.
+	DefaultIdleTimeout = 2 * time.Minute
+	// DefaultMaxConns caps the open connections: room for the clients
+	// that keep a connection to the configuration endpoint, the Service,
+	// which spreads them over the pods; and at most 27 KiB each with TLS
+	// (both ends of an idle TLS connection in one Go process, measured),
+	// 7 MiB in all.
+	DefaultMaxConns = 256
+)
 
 // clusterKey is the key that ElastiCache's clients older than its engine
 // 1.4.14 get the membership with.
@@ -57,6 +87,13 @@ const refusal = "CLIENT_ERROR this is the discovery endpoint: it serves \"config
 // whose data is a user and a password of the file, separated by a space;
 // before it every command gets "CLIENT_ERROR unauthenticated", as from
 // memcached 1.6.
+//
+// Any pod of the cluster can reach it, so it bounds what a client holds:
+// how long a TLS handshake, a request and an idle connection may take
+// (HandshakeTimeout, RequestTimeout, IdleTimeout), and how many
+// connections are open (MaxConns). Connections share no lock held across
+// network I/O with each other, nor with the sidecar's refresh, reload and
+// report, which run in goroutines of their own.
 type Discovery struct {
 	// File is the membership, the text of a Cluster.
 	File string
@@ -72,6 +109,16 @@ type Discovery struct {
 	Version func(ctx context.Context) (string, error)
 	// Log takes what the endpoint serves in place of a file it cannot use.
 	Log logrus.FieldLogger
+	// HandshakeTimeout, RequestTimeout and IdleTimeout bound the waits
+	// for a client; zero is DefaultHandshakeTimeout, DefaultRequestTimeout
+	// and DefaultIdleTimeout.
+	HandshakeTimeout, RequestTimeout, IdleTimeout time.Duration
+	// MaxConns caps the open connections (see LimitListener); zero is
+	// DefaultMaxConns.
+	MaxConns int
+	// Refused, when set, counts the connections closed at once because
+	// MaxConns were open (see NewRefusedCounter).
+	Refused prometheus.Counter
 
 	mu sync.Mutex
 	// served is the last membership served; version is memcached's
@@ -92,28 +139,38 @@ func (d *Discovery) ListenAndServe(ctx context.Context, addr string) error {
 }
 
 // Serve serves the discovery endpoint on ln until ctx ends, and closes it.
+// A temporary accept error (see temporaryAcceptError) waits and serves on;
+// any other returns.
 func (d *Discovery) Serve(ctx context.Context, ln net.Listener) error {
-	if d.TLSDir != "" {
-		ln = tls.NewListener(ln, &tls.Config{GetConfigForClient: d.configForClient})
-	}
+	ln = LimitListener(ln, orDefault(d.MaxConns, DefaultMaxConns), d.refuse)
 	go func() {
 		<-ctx.Done()
 		ln.Close()
 	}()
 	var conns sync.WaitGroup
 	defer conns.Wait()
+	var backoff time.Duration
 	for {
 		c, err := ln.Accept()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
+			if !temporaryAcceptError(err) {
+				return err
 			}
-			return err
+			backoff = acceptBackoff(backoff)
+			d.Log.Warnf("discovery: accepts again in %v: %v", backoff, err)
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			}
+			continue
 		}
+		backoff = 0
 		conns.Add(1)
 		go func() {
 			defer conns.Done()
@@ -122,21 +179,51 @@ func (d *Discovery) Serve(ctx context.Context, ln net.Listener) error {
 	}
 }
 
+// refuse counts a connection closed over MaxConns.
+func (d *Discovery) refuse() {
+	if d.Refused != nil {
+		d.Refused.Inc()
+	}
+	d.Log.Debugf("discovery: closed a connection over the cap of %d", orDefault(d.MaxConns, DefaultMaxConns))
+}
+
+// NewRefusedCounter returns the counter of Discovery.Refused,
+// memcached_sidecar_discovery_connections_refused_total, registered with reg.
+func NewRefusedCounter(reg prometheus.Registerer) prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "memcached_sidecar_discovery_connections_refused_total",
+		Help: "Connections to the discovery endpoint that the sidecar closed at once because its cap of open connections was reached.",
+	})
+	reg.MustRegister(c)
+	return c
+}
+
+// orDefault returns v, or def when v is zero.
+func orDefault[T time.Duration | int](v, def T) T {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
 // configForClient returns the TLS configuration of a handshake, from the
 // files as they are now, or the last that loaded when they do not.
 func (d *Discovery) configForClient(*tls.ClientHelloInfo) (*tls.Config, error) {
 	cfg, err := d.loadTLS()
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err != nil {
-		if d.tlsConfig == nil {
-			return nil, err
-		}
-		d.Log.Warnf("discovery: keeps its last certificate: %v", err)
-		return d.tlsConfig, nil
+	if err == nil {
+		d.tlsConfig = cfg
 	}
-	d.tlsConfig = cfg
-	return cfg, nil
+	last := d.tlsConfig
+	d.mu.Unlock()
+	switch {
+	case err == nil:
+		return cfg, nil
+	case last == nil:
+		return nil, err
+	}
+	d.Log.Warnf("discovery: keeps its last certificate: %v", err)
+	return last, nil
 }
 
 // loadTLS reads the TLS configuration from TLSDir.
@@ -162,50 +249,65 @@ func (d *Discovery) loadTLS() (*tls.Config, error) {
 }
 
 // serveConn answers the commands of one connection until the client
-// quits or goes, or ctx ends.
-func (d *Discovery) serveConn(ctx context.Context, c net.Conn) {
-	defer c.Close()
-	stop := context.AfterFunc(ctx, func() { c.Close() })
+// quits or goes, or ctx ends. With TLSDir it first completes the handshake
+// within HandshakeTimeout. Then it waits IdleTimeout for each request's
+// first byte, and gives the request RequestTimeout to arrive whole and its
+// reply to be sent; a client that does not keep up is closed.
+func (d *Discovery) serveConn(ctx context.Context, raw net.Conn) {
+	defer raw.Close()
+	stop := context.AfterFunc(ctx, func() { raw.Close() })
 	defer stop()
+	c := raw
+	if d.TLSDir != "" {
+		tc := tls.Server(raw, &tls.Config{GetConfigForClient: d.configForClient})
+		_ = raw.SetDeadline(time.Now().Add(orDefault(d.HandshakeTimeout, DefaultHandshakeTimeout)))
+		if tc.Handshake() != nil {
+			return
+		}
+		defer tc.Close() // sends close_notify, within 5 s, before raw closes
+		c = tc
+	}
+	idle, request := orDefault(d.IdleTimeout, DefaultIdleTimeout), orDefault(d.RequestTimeout, DefaultRequestTimeout)
 	r := bufio.NewReaderSize(c, maxCommandLine)
 	w := bufio.NewWriter(c)
+	// The replies to the requests the client pipelined before it quit,
+	// went, or broke the protocol, as memcached sends them.
+	defer w.Flush()
 	authenticated := d.AuthFile == ""
 	for {
+		if r.Buffered() == 0 {
+			_ = c.SetReadDeadline(time.Now().Add(idle))
+		}
+		if _, err := r.Peek(1); err != nil {
+			return
+		}
+		_ = c.SetDeadline(time.Now().Add(request))
 		line, err := r.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
 			_, _ = w.WriteString("CLIENT_ERROR line too long\r\n")
-			_ = w.Flush()
 			return
 		}
 		if err != nil {
 			return
 		}
-		fields := strings.Fields(string(line))
-		if len(fields) == 0 {
-			_, _ = w.WriteString("ERROR\r\n")
-		} else {
-			var reply string
-			var quit bool
+		reply, quit := "ERROR\r\n", false
+		if fields := strings.Fields(string(line)); len(fields) > 0 {
 			reply, quit, authenticated = d.answer(ctx, fields, r, authenticated)
-			if quit {
-				return
-			}
-			_, _ = w.WriteString(reply)
+		}
+		if _, err := w.WriteString(reply); err != nil || quit {
+			return
 		}
 		// Requests are answered in order; replies go out once the client
 		// has sent all it pipelined.
-		if r.Buffered() == 0 {
-			_ = c.SetWriteDeadline(time.Now().Add(ioTimeout))
-			if w.Flush() != nil {
-				return
-			}
+		if r.Buffered() == 0 && w.Flush() != nil {
+			return
 		}
 	}
 }
 
 // answer returns the reply to the command of fields, whose data, if it
-// has any, it reads from r; whether the connection is to close; and
-// whether the client is logged in after it.
+// has any, it reads from r; whether the connection is to close after the
+// reply; and whether the client is logged in after it.
 func (d *Discovery) answer(ctx context.Context, fields []string, r *bufio.Reader, authenticated bool) (reply string, quit, loggedIn bool) {
 	cmd := fields[0]
 	if cmd == "quit" {
@@ -214,8 +316,13 @@ func (d *Discovery) answer(ctx context.Context, fields []string, r *bufio.Reader
 	var data []byte
 	if storage(cmd) {
 		var err error
-		if data, err = readData(fields, r); err != nil {
-			return "CLIENT_ERROR " + err.Error() + "\r\n", errors.Is(err, errBadDataChunk) || errors.Is(err, io.EOF), authenticated
+		data, err = readData(fields, r)
+		switch {
+		case errors.Is(err, io.EOF):
+			// The client went, or stalled, within the data.
+			return "", true, authenticated
+		case err != nil:
+			return "CLIENT_ERROR " + err.Error() + "\r\n", errors.Is(err, errBadDataChunk), authenticated
 		}
 	}
 	if !authenticated {
@@ -335,22 +442,27 @@ func (d *Discovery) cluster() (Cluster, error) {
 	if err == nil {
 		c, err = ParseCluster(string(b))
 	}
+	// The log lines are written after the lock is released, so that a
+	// slow log never holds up another connection.
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	served := d.served
+	if err == nil && (served == nil || c.Version >= served.Version) {
+		d.served = &c
+	}
+	d.mu.Unlock()
 	switch {
-	case err != nil && d.served == nil:
+	case err != nil && served == nil:
 		return Cluster{}, fmt.Errorf("the membership is not known yet: %v", err)
 	case err != nil:
-		d.Log.Warnf("discovery: serves version %d again: %v", d.served.Version, err)
-		return *d.served, nil
-	case d.served != nil && c.Version < d.served.Version:
-		d.Log.Warnf("discovery: serves version %d again: %s holds version %d, which is older", d.served.Version, d.File, c.Version)
-		return *d.served, nil
+		d.Log.Warnf("discovery: serves version %d again: %v", served.Version, err)
+		return *served, nil
+	case served != nil && c.Version < served.Version:
+		d.Log.Warnf("discovery: serves version %d again: %s holds version %d, which is older", served.Version, d.File, c.Version)
+		return *served, nil
 	}
-	if d.served == nil || c.Version != d.served.Version {
+	if served == nil || c.Version != served.Version {
 		d.Log.Infof("discovery: serves version %d, %d nodes", c.Version, len(c.Nodes))
 	}
-	d.served = &c
 	return c, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,15 +28,23 @@ const twoNodes = "12\nmycluster.0001.example.com|198.18.0.1|11211 mycluster.0002
 // returns its address.
 func startDiscovery(t *testing.T, d *Discovery) string {
 	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	startDiscoveryOn(t, d, ln)
+	return ln.Addr().String()
+}
+
+// startDiscoveryOn serves d on ln until the test ends, and then expects
+// Serve to return nil.
+func startDiscoveryOn(t *testing.T, d *Discovery, ln net.Listener) {
+	t.Helper()
 	if d.Log == nil {
 		d.Log, _ = logtest.NewNullLogger()
 	}
 	if d.Version == nil {
 		d.Version = func(context.Context) (string, error) { return "1.6.18", nil }
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -46,12 +55,11 @@ func startDiscovery(t *testing.T, d *Discovery) string {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return ln.Addr().String()
 }
 
 // writeCluster writes the membership file path as the kubelet replaces a
 // ConfigMap's file: whole, at once.
-func writeCluster(t *testing.T, path, text string) {
+func writeCluster(t testing.TB, path, text string) {
 	t.Helper()
 	writeAuth(t, path, text)
 }
@@ -130,6 +138,45 @@ func TestDiscoveryReplies(t *testing.T) {
 			t.Errorf("after quit: got %v, want the connection closed", err)
 		}
 	})
+}
+
+// TestDiscoveryRepliesBeforeClosing: a connection that ends, by quit, by
+// data that does not end where its line said, or by a line too long, first
+// gets the replies to all it sent before, pipelined, and the error, as
+// from memcached.
+func TestDiscoveryRepliesBeforeClosing(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "cluster")
+	writeCluster(t, file, twoNodes)
+	addr := startDiscovery(t, &Discovery{File: file})
+	tests := []struct {
+		name, send, want string
+	}{
+		{"quit", "version\r\nquit\r\nversion\r\n", "VERSION 1.6.18\r\n"},
+		{"data longer than said", "version\r\nset foo 0 0 3\r\nbarXX\r\nversion\r\n", "VERSION 1.6.18\r\nCLIENT_ERROR bad data chunk\r\n"},
+		{"data above a login's", "version\r\nset foo 0 0 99999\r\n", "VERSION 1.6.18\r\nCLIENT_ERROR bad data chunk: the discovery endpoint stores nothing\r\n"},
+		{"a line too long", "version\r\n" + strings.Repeat("x", maxCommandLine) + "\r\n", "VERSION 1.6.18\r\nCLIENT_ERROR line too long\r\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(patience))
+			if _, err := io.WriteString(c, tt.send); err != nil {
+				t.Fatal(err)
+			}
+			got, err := io.ReadAll(c)
+			// A close with what the client sent still unread is a reset.
+			if errors.Is(err, syscall.ECONNRESET) {
+				err = nil
+			}
+			if err != nil || string(got) != tt.want {
+				t.Errorf("got %q, %v; want %q, then the connection closed", got, err, tt.want)
+			}
+		})
+	}
 }
 
 // TestDiscoveryFollowsTheFile: each request reads the file as the kubelet

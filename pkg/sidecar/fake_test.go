@@ -300,7 +300,7 @@ func writeSecretUntil(t *testing.T, dir string, serial int64, notAfter time.Time
 
 // writeAuth writes the -Y file path with content, as the kubelet replaces
 // it: whole, at once.
-func writeAuth(t *testing.T, path, content string) {
+func writeAuth(t testing.TB, path, content string) {
 	t.Helper()
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {

@@ -3,8 +3,12 @@ package sidecar
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"regexp"
+	"unicode/utf8"
 )
 
 // ReportPort and ReportPath are where every sidecar serves its Report over
@@ -93,24 +97,119 @@ func ReportHandler(refresher *Refresher, reloader *AuthReloader) http.Handler {
 	})
 }
 
+// The bounds of a Report that FetchReport accepts. Any pod can answer on a
+// sidecar's IP and port, and the operator asks every sidecar: a reply is
+// read only up to MaxReportBytes, and what it says goes into a Memcached's
+// status within these bounds, so that no pod can take the operator's
+// memory or fill the status. The sidecar itself sends one problem per
+// reason, with messages of a few hundred bytes, far below them.
+const (
+	// MaxReportBytes bounds the body of a report.
+	MaxReportBytes = 64 << 10
+	// MaxReportProblems bounds the problems of a report: more, and the
+	// report is no sidecar's (ErrReportInvalid); three reasons exist.
+	MaxReportProblems = 8
+	// MaxReportReasonBytes bounds a problem's reason, a CamelCase word
+	// that becomes a condition's reason.
+	MaxReportReasonBytes = 64
+	// MaxReportMessageBytes bounds a problem's message, and the worker's
+	// LastExit: a longer one is cut, ending in TruncatedMarker, since its
+	// start says what failed, and a failure with a long reply from
+	// memcached must still show.
+	MaxReportMessageBytes = 1024
+	// TruncatedMarker ends a message that FetchReport cut.
+	TruncatedMarker = " [truncated]"
+)
+
+// ErrReportTooLarge is the error of a report whose body is larger than
+// MaxReportBytes, which FetchReport did not read further; ErrReportInvalid
+// that of a body that is no Report within the bounds above. FetchReport's
+// errors wrap them (errors.Is), after the URL.
+var (
+	ErrReportTooLarge = fmt.Errorf("report larger than %d KiB", MaxReportBytes>>10)
+	ErrReportInvalid  = errors.New("invalid report")
+)
+
 // FetchReport GETs the Report served at url: the operator's poll asks each
-// sidecar for it, and the supervisor its worker.
+// sidecar for it, and the supervisor its worker. It reads at most
+// MaxReportBytes of the body, and returns the Report that DecodeReport
+// makes of it, or an error that says, in a bounded line that quotes little
+// of the body, why there is none: the status of a reply that is not 200
+// OK, ErrReportTooLarge or ErrReportInvalid. A body it does not read to its
+// end is not drained, so its connection closes rather than returning to
+// the client's pool.
 func FetchReport(ctx context.Context, client *http.Client, url string) (Report, error) {
-	var r Report
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return r, err
+		return Report{}, err
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return r, err
+		return Report{}, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return r, fmt.Errorf("GET %s: %s", url, resp.Status)
+		return Report{}, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		return r, fmt.Errorf("GET %s: %v", url, err)
+	if resp.ContentLength > MaxReportBytes {
+		return Report{}, fmt.Errorf("GET %s: %w", url, ErrReportTooLarge)
+	}
+	r, err := DecodeReport(resp.Body)
+	if err != nil {
+		return Report{}, fmt.Errorf("GET %s: %w", url, err)
 	}
 	return r, nil
+}
+
+// reasonPattern is what a problem's reason must be: a CamelCase word, as
+// a condition's reason is.
+var reasonPattern = regexp.MustCompile("^[A-Z][A-Za-z0-9]*$")
+
+// DecodeReport reads a Report from the first MaxReportBytes of body, and
+// checks it against the bounds above: a larger body is ErrReportTooLarge,
+// more than MaxReportProblems problems, or a reason that is not a CamelCase
+// word of at most MaxReportReasonBytes, is ErrReportInvalid, and a message
+// longer than MaxReportMessageBytes is cut. A reason that is none of the
+// Reason constants stays, and the operator shows it as it shows those: a
+// newer sidecar may have a reason that this operator does not know.
+func DecodeReport(body io.Reader) (Report, error) {
+	b, err := io.ReadAll(io.LimitReader(body, MaxReportBytes+1))
+	if err != nil {
+		return Report{}, err
+	}
+	if len(b) > MaxReportBytes {
+		return Report{}, ErrReportTooLarge
+	}
+	var r Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		return Report{}, fmt.Errorf("%w: %v", ErrReportInvalid, err)
+	}
+	if len(r.Problems) > MaxReportProblems {
+		return Report{}, fmt.Errorf("%w: %d problems, more than %d", ErrReportInvalid, len(r.Problems), MaxReportProblems)
+	}
+	for i := range r.Problems {
+		p := &r.Problems[i]
+		if len(p.Reason) > MaxReportReasonBytes || !reasonPattern.MatchString(p.Reason) {
+			return Report{}, fmt.Errorf("%w: problem %d's reason %q is not a CamelCase word of at most %d bytes",
+				ErrReportInvalid, i+1, truncate(p.Reason, MaxReportReasonBytes), MaxReportReasonBytes)
+		}
+		p.Message = truncate(p.Message, MaxReportMessageBytes)
+	}
+	if r.Worker != nil {
+		r.Worker.LastExit = truncate(r.Worker.LastExit, MaxReportMessageBytes)
+	}
+	return r, nil
+}
+
+// truncate returns s if it has at most max bytes, or else its start, cut
+// between two runes, and TruncatedMarker, in max bytes.
+func truncate(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	cut := max - len(TruncatedMarker)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + TruncatedMarker
 }

@@ -298,10 +298,12 @@ const (
 	// httpMaxHeaderBytes bounds a request's header, which fits in a few
 	// hundred bytes.
 	httpMaxHeaderBytes = 8 << 10
-	// httpMaxConns caps the open connections (see sidecar.LimitListener):
-	// the clients need fewer than ten, and at about 20 KiB each, 64 take
-	// about a megabyte.
-	httpMaxConns = 64
+	// httpMaxConns caps the open connections, and httpMaxConnsPerClient
+	// those of one IP (see sidecar.LimitListener): the clients, the
+	// operator's poll and a Prometheus or two, each from its own IP, need
+	// one or two each, and at about 20 KiB each, 64 take about a megabyte.
+	httpMaxConns          = 64
+	httpMaxConnsPerClient = 8
 )
 
 // serve serves mux and /healthz, which says the process serves, at addr
@@ -312,8 +314,10 @@ func serve(ctx context.Context, addr string, mux *http.ServeMux) error {
 		return err
 	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	refused := func() { logrus.Debugf("closed a connection to %s over the cap of %d", addr, httpMaxConns) }
-	return serveOn(ctx, sidecar.LimitListener(ln, httpMaxConns, refused), newServer(mux))
+	refused := func() {
+		logrus.Debugf("closed a connection to %s over the cap of %d, or of %d from one IP", addr, httpMaxConns, httpMaxConnsPerClient)
+	}
+	return serveOn(ctx, sidecar.LimitListener(ln, httpMaxConns, httpMaxConnsPerClient, refused), newServer(mux))
 }
 
 // newServer returns the server of handler, with the bounds above.

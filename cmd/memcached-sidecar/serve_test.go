@@ -30,7 +30,7 @@ func startServer(t *testing.T, srv *http.Server, maxConns int) string {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- serveOn(ctx, sidecar.LimitListener(ln, maxConns, nil), srv) }()
+	go func() { done <- serveOn(ctx, sidecar.LimitListener(ln, maxConns, maxConns, nil), srv) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

@@ -55,6 +55,11 @@ const (
 	// (both ends of an idle TLS connection in one Go process, measured),
 	// 7 MiB in all.
 	DefaultMaxConns = 256
+	// DefaultMaxConnsPerClient caps the open connections of one IP: an
+	// application process keeps one to the configuration endpoint, and
+	// the pods of a cluster reach it from their own IPs, so that a pod
+	// that opens thousands takes 16 and leaves the rest to the others.
+	DefaultMaxConnsPerClient = 16
 )
 
 // clusterKey is the key that ElastiCache's clients older than its engine
@@ -113,11 +118,13 @@ type Discovery struct {
 	// for a client; zero is DefaultHandshakeTimeout, DefaultRequestTimeout
 	// and DefaultIdleTimeout.
 	HandshakeTimeout, RequestTimeout, IdleTimeout time.Duration
-	// MaxConns caps the open connections (see LimitListener); zero is
-	// DefaultMaxConns.
-	MaxConns int
+	// MaxConns caps the open connections, and MaxConnsPerClient those of
+	// one remote IP (see LimitListener); zero is DefaultMaxConns and
+	// DefaultMaxConnsPerClient.
+	MaxConns, MaxConnsPerClient int
 	// Refused, when set, counts the connections closed at once because
-	// MaxConns were open (see NewRefusedCounter).
+	// MaxConns, or MaxConnsPerClient of the client's, were open (see
+	// NewRefusedCounter).
 	Refused prometheus.Counter
 
 	mu sync.Mutex
@@ -142,7 +149,7 @@ func (d *Discovery) ListenAndServe(ctx context.Context, addr string) error {
 // A temporary accept error (see temporaryAcceptError) waits and serves on;
 // any other returns.
 func (d *Discovery) Serve(ctx context.Context, ln net.Listener) error {
-	ln = LimitListener(ln, orDefault(d.MaxConns, DefaultMaxConns), d.refuse)
+	ln = LimitListener(ln, orDefault(d.MaxConns, DefaultMaxConns), orDefault(d.MaxConnsPerClient, DefaultMaxConnsPerClient), d.refuse)
 	go func() {
 		<-ctx.Done()
 		ln.Close()

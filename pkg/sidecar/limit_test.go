@@ -386,3 +386,87 @@ func TestAcceptBackoff(t *testing.T) {
 		}
 	}
 }
+
+// queuedListener returns, from Accept, connections from the queued remote
+// addresses, one each, and fails once they are gone.
+type queuedListener struct {
+	net.Listener
+	remotes chan net.Addr
+	closed  []string
+}
+
+func (l *queuedListener) Accept() (net.Conn, error) {
+	select {
+	case a := <-l.remotes:
+		local, remote := net.Pipe()
+		remote.Close()
+		return &addrConn{Conn: local, remote: a, l: l}, nil
+	default:
+		return nil, net.ErrClosed
+	}
+}
+
+// addrConn is a connection from remote that records its closing.
+type addrConn struct {
+	net.Conn
+	remote net.Addr
+	l      *queuedListener
+}
+
+func (c *addrConn) RemoteAddr() net.Addr { return c.remote }
+
+func (c *addrConn) Close() error {
+	c.l.closed = append(c.l.closed, c.remote.String())
+	return c.Conn.Close()
+}
+
+func TestLimitListenerSharesSlotsBetweenClients(t *testing.T) {
+	from := func(ip string, port int) net.Addr { return &net.TCPAddr{IP: net.ParseIP(ip), Port: port} }
+	q := &queuedListener{remotes: make(chan net.Addr, 16)}
+	refused := 0
+	ln := LimitListener(q, 3, 2, func() { refused++ })
+	accept := func(addrs ...net.Addr) (net.Conn, error) {
+		for _, a := range addrs {
+			q.remotes <- a
+		}
+		return ln.Accept()
+	}
+
+	a1, err := accept(from("198.18.0.10", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := accept(from("198.18.0.10", 2)); err != nil {
+		t.Fatal(err)
+	}
+	// A third of the same IP is over its share of 2, and closed; another
+	// IP gets the last slot.
+	b, err := accept(from("198.18.0.10", 3), from("198.18.0.11", 1))
+	if err != nil || b.RemoteAddr().String() != "198.18.0.11:1" {
+		t.Fatalf("got %v, %v; want the connection of 198.18.0.11", b, err)
+	}
+	if refused != 1 || len(q.closed) != 1 || q.closed[0] != "198.18.0.10:3" {
+		t.Fatalf("refused %d, closed %v; want the third of 198.18.0.10 alone", refused, q.closed)
+	}
+	// With 3 open, a third IP is refused, until one of them closes.
+	if c, err := accept(from("198.18.0.12", 1)); err == nil {
+		t.Fatalf("accepted %v over the cap of 3", c.RemoteAddr())
+	}
+	if refused != 2 {
+		t.Fatalf("refused %d, want 2", refused)
+	}
+	a1.Close()
+	a1.Close() // a second close frees nothing more
+	c, err := accept(from("198.18.0.12", 2))
+	if err != nil {
+		t.Fatalf("after a close: %v", err)
+	}
+	c.Close()
+	b.Close()
+	// Closed, b's IP has its whole share again, as has a new one.
+	for i := range 2 {
+		if _, err := accept(from("198.18.0.11", 10+i)); err != nil {
+			t.Fatalf("198.18.0.11 again: %v", err)
+		}
+	}
+}

@@ -123,11 +123,15 @@ const (
 
 // ErrReportTooLarge is the error of a report whose body is larger than
 // MaxReportBytes, which FetchReport did not read further; ErrReportInvalid
-// that of a body that is no Report within the bounds above. FetchReport's
-// errors wrap them (errors.Is), after the URL.
+// that of a body that is no Report within the bounds above;
+// ErrReportIncomplete that of a body whose reading failed, as when it did
+// not come whole before the client's timeout. FetchReport's errors wrap
+// them (errors.Is), after the URL: each says that the sidecar answered,
+// and what it answered is no report.
 var (
-	ErrReportTooLarge = fmt.Errorf("report larger than %d KiB", MaxReportBytes>>10)
-	ErrReportInvalid  = errors.New("invalid report")
+	ErrReportTooLarge   = fmt.Errorf("report larger than %d KiB", MaxReportBytes>>10)
+	ErrReportInvalid    = errors.New("invalid report")
+	ErrReportIncomplete = errors.New("incomplete report")
 )
 
 // FetchReport GETs the Report served at url: the operator's poll asks each
@@ -135,7 +139,7 @@ var (
 // MaxReportBytes of the body, and returns the Report that DecodeReport
 // makes of it, or an error that says, in a bounded line that quotes little
 // of the body, why there is none: the status of a reply that is not 200
-// OK, ErrReportTooLarge or ErrReportInvalid. A body it does not read to its
+// OK, ErrReportTooLarge, ErrReportInvalid or ErrReportIncomplete. A body it does not read to its
 // end is not drained, so its connection closes rather than returning to
 // the client's pool.
 func FetchReport(ctx context.Context, client *http.Client, url string) (Report, error) {
@@ -175,7 +179,7 @@ var reasonPattern = regexp.MustCompile("^[A-Z][A-Za-z0-9]*$")
 func DecodeReport(body io.Reader) (Report, error) {
 	b, err := io.ReadAll(io.LimitReader(body, MaxReportBytes+1))
 	if err != nil {
-		return Report{}, err
+		return Report{}, fmt.Errorf("%w: %v", ErrReportIncomplete, err)
 	}
 	if len(b) > MaxReportBytes {
 		return Report{}, ErrReportTooLarge

@@ -28,13 +28,18 @@
 // A sidecar the operator cannot reach, as while the pod starts, when a
 // NetworkPolicy keeps the operator out, or a pod of an operator version
 // whose sidecar served no report, tells nothing new: its last report
-// stands, and before the first there is none. The reports live in memory
+// stands, and before the first there is none. One that answers with no
+// report, too large, malformed or too slow, has that for its problem
+// (ReasonReportInvalid); at most sidecar.MaxReportBytes of an answer is
+// read, within the timeout, and what is kept of a report is bounded too
+// (sidecar.DecodeReport). The reports live in memory
 // only, as observations like the informers' caches: a new leader asks
 // again within one interval.
 package sidecarpoll
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"reflect"
@@ -64,6 +69,19 @@ const parallel = 8
 // timeout bounds one request: a sidecar on the pod network answers at once.
 const timeout = 3 * time.Second
 
+// maxHeaderBytes bounds the header of a sidecar's answer, which fits in a
+// few hundred bytes; Go's client takes 10 MiB by default.
+const maxHeaderBytes = 16 << 10
+
+// ReasonReportInvalid is the reason of the problem that stands for a pod's
+// report when its sidecar answered with no report: one larger than
+// sidecar.MaxReportBytes, one that is not a report within its bounds, or
+// one that did not come whole within the timeout. Whatever answers at the
+// sidecar's port of a pod of the Memcached, such as a pod that a tenant
+// made to pass for one, shows on that Memcached's status, with what was
+// wrong, and nowhere else.
+const ReasonReportInvalid = "SidecarReportInvalid"
+
 // Poller asks the sidecars, and keeps their last reports that hold a
 // problem.
 type Poller struct {
@@ -88,7 +106,18 @@ type podReport struct {
 // returns, every interval, and calls changed with the
 // namespace and Memcached name of a pod whose report changed.
 func New(pods func() []*corev1.Pod, changed func(namespace, name string), interval time.Duration, log logrus.FieldLogger) *Poller {
-	client := &http.Client{Timeout: timeout}
+	client := &http.Client{
+		Timeout: timeout,
+		// Pod IPs are reached directly, never through a proxy of the
+		// operator's environment.
+		Transport: &http.Transport{
+			DialContext:            (&net.Dialer{Timeout: timeout}).DialContext,
+			MaxResponseHeaderBytes: maxHeaderBytes,
+			ResponseHeaderTimeout:  timeout,
+			MaxIdleConns:           2 * parallel,
+			IdleConnTimeout:        90 * time.Second,
+		},
+	}
 	return &Poller{
 		pods:    pods,
 		changed: changed,
@@ -159,7 +188,10 @@ func (p *Poller) Poll(ctx context.Context) {
 func (p *Poller) ask(ctx context.Context, pod *corev1.Pod) {
 	url := "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(sidecar.ReportPort)) + sidecar.ReportPath
 	r, err := p.get(ctx, url)
-	if err != nil {
+	switch {
+	case errors.Is(err, sidecar.ErrReportTooLarge), errors.Is(err, sidecar.ErrReportInvalid), errors.Is(err, sidecar.ErrReportIncomplete):
+		r = sidecar.Report{Problems: []sidecar.Problem{{Reason: ReasonReportInvalid, Message: err.Error()}}}
+	case err != nil:
 		p.log.Debugf("no report from the sidecar of pod %s/%s: %v", pod.Namespace, pod.Name, err)
 		return
 	}

@@ -3,8 +3,13 @@ package sidecarpoll
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 
@@ -127,5 +132,56 @@ func TestPollAsksRunningSidecarsAndQueuesChanges(t *testing.T) {
 	f.poll()
 	if n := len(f.p.reports); n != 0 {
 		t.Errorf("%d reports kept after their pod went, want none", n)
+	}
+}
+
+func TestAnAnswerThatIsNoReportIsThePodsProblem(t *testing.T) {
+	// An endless report, as a pod that a tenant made to pass for a
+	// memcached pod may serve: the real client reads a bounded part.
+	endless := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, `{"problems":[{"reason":"CertificateRefreshFailed","message":"`)
+		chunk := []byte(strings.Repeat("a", 4096))
+		for {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	}))
+	defer endless.Close()
+	tests := []struct {
+		name   string
+		answer interface{}
+		want   string
+	}{
+		{name: "endless", answer: endless.URL, want: "report larger than 64 KiB"},
+		{name: "too many problems", answer: fmt.Errorf("GET x: %w: 9 problems, more than 8", sidecar.ErrReportInvalid), want: "9 problems"},
+		{name: "too slow", answer: fmt.Errorf("GET x: %w: context deadline exceeded", sidecar.ErrReportIncomplete), want: "incomplete report"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture()
+			pod := podWithSidecar("example-a", "198.18.0.7")
+			f.pods = []*corev1.Pod{pod}
+			url := "http://198.18.0.7:9150/status"
+			if u, ok := tt.answer.(string); ok {
+				fetch := f.p.get
+				f.p.get = func(ctx context.Context, _ string) (sidecar.Report, error) {
+					fetch(ctx, url) // recorded as asked
+					return sidecar.FetchReport(ctx, http.DefaultClient, u)
+				}
+			} else {
+				f.reports[url] = tt.answer
+			}
+
+			_, changed := f.poll()
+
+			if want := []string{"test/example"}; !reflect.DeepEqual(changed, want) {
+				t.Errorf("queued %v, want %v", changed, want)
+			}
+			got := f.p.Problems(f.pods)
+			if len(got) != 1 || got[0].Pod != "example-a" || got[0].Reason != ReasonReportInvalid || !strings.Contains(got[0].Message, tt.want) || len(got[0].Message) > 256 {
+				t.Errorf("problems %+v, want one of example-a, %s, saying %q in a short message", got, ReasonReportInvalid, tt.want)
+			}
+		})
 	}
 }

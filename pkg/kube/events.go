@@ -1,6 +1,8 @@
 package kube
 
 import (
+	"strings"
+
 	"github.com/example-inc/memcached-operator/pkg/memcached"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,13 +45,31 @@ func mountEventListWatch(kube kubernetes.Interface, namespace string) *cache.Lis
 		TrimOf(trimEvent))
 }
 
-// indexByPodUID is the index function of byPodUIDIndex.
+// indexByPodUID is the index function of byPodUIDIndex: the Event's own
+// namespace and the UID of the pod it is about. Whoever may create Events
+// in a namespace may write any UID into one, another tenant's pod's among
+// them; the Event's own namespace, which the API server sets, keeps such
+// an Event from the pods of every other namespace (see MountFailure).
 func indexByPodUID(obj interface{}) ([]string, error) {
 	e, ok := obj.(*corev1.Event)
 	if !ok || e.InvolvedObject.UID == "" {
 		return nil, nil
 	}
-	return []string{string(e.InvolvedObject.UID)}, nil
+	return []string{e.Namespace + "/" + string(e.InvolvedObject.UID)}, nil
+}
+
+// maxEventMessage bounds the message that the Event cache keeps, and so
+// the one a status shows: the kubelet's FailedMount messages take a line.
+const maxEventMessage = 1024
+
+// truncate returns s cut to at most n bytes, between runes, with a mark
+// that says so.
+func truncate(s string, n int) string {
+	const mark = " [truncated]"
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n-len(mark)], "") + mark
 }
 
 // trimEvent keeps what the status reads and what tells the newest of a
@@ -67,7 +87,7 @@ func trimEvent(e *corev1.Event) {
 			Kind: e.InvolvedObject.Kind, Namespace: e.InvolvedObject.Namespace, Name: e.InvolvedObject.Name, UID: e.InvolvedObject.UID,
 		},
 		Reason:        e.Reason,
-		Message:       e.Message,
+		Message:       truncate(e.Message, maxEventMessage),
 		Type:          e.Type,
 		LastTimestamp: when,
 	}
@@ -110,12 +130,13 @@ func newestEvent(events []*corev1.Event) *corev1.Event {
 }
 
 // MountFailure returns the message of the newest FailedMount Event that
-// the kubelet recorded on the pod of uid, as the cache shows it (see
+// the kubelet recorded on the pod of uid in namespace, as the cache shows
+// it among the Events of that namespace (see
 // newestEvent), or "" without one. Whether it still tells why the pod does
 // not start is for the status to decide (memcached.Observation.MountFailures):
 // an Event stays until it expires, an hour after its last update.
-func (c *CachedClient) MountFailure(uid types.UID) string {
-	objs, err := c.mountEvents.byIndex(byPodUIDIndex, string(uid))
+func (c *CachedClient) MountFailure(namespace string, uid types.UID) string {
+	objs, err := c.mountEvents.byIndex(byPodUIDIndex, namespace+"/"+string(uid))
 	if err != nil {
 		// Only an unknown index fails, and byPodUIDIndex is the cache's.
 		return ""

@@ -3,8 +3,10 @@ package kube
 import (
 	"net/url"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/example-inc/memcached-operator/pkg/kube/kubetest"
 	"github.com/example-inc/memcached-operator/pkg/memcached"
@@ -117,12 +119,37 @@ func TestMountFailureReadsTheCache(t *testing.T) {
 	c, api := newTestCachedClient(t, cached, nil)
 
 	for uid, want := range map[types.UID]string{a.UID: noKey, b.UID: missing, "uid-example-c": ""} {
-		if got := c.MountFailure(uid); got != want {
+		if got := c.MountFailure(m.Namespace, uid); got != want {
 			t.Errorf("MountFailure(%s): got %q, want %q", uid, got, want)
 		}
 	}
 	if reqs := api.Got(); len(reqs) != 0 {
 		t.Errorf("API requests: got %v, want none", reqs)
+	}
+}
+
+// TestMountFailureKeepsToThePodsNamespace: an Event that another namespace
+// holds, such as one a tenant wrote with another tenant's pod's UID, is no
+// mount failure of that pod; and a message is kept to maxEventMessage.
+func TestMountFailureKeepsToThePodsNamespace(t *testing.T) {
+	m := memcachedtest.NewMemcached("example", 1)
+	a := memcachedtest.NewPod(m, "example-a", corev1.PodPending, false)
+	forged := memcachedtest.FailedMountEvent(a, "your cache is gone, see http://evil.example", 1, at(30), at(30))
+	forged.Namespace, forged.InvolvedObject.Namespace = "tenant", "tenant"
+	long := memcachedtest.FailedMountEvent(a, strings.Repeat("é", 2*maxEventMessage), 1, at(0), at(0))
+	var cached []runtime.Object
+	for _, e := range []*corev1.Event{forged, long} {
+		trimEvent(e)
+		cached = append(cached, e)
+	}
+	c, _ := newScopedTestCachedClient(t, NewScope(a.Namespace, "tenant"), cached, nil)
+
+	got := c.MountFailure(a.Namespace, a.UID)
+	if !strings.HasPrefix(got, "éé") || len(got) > maxEventMessage || !utf8.ValidString(got) {
+		t.Errorf("MountFailure: got %d bytes %.40q..., want the pod's own Event cut to at most %d bytes of valid UTF-8", len(got), got, maxEventMessage)
+	}
+	if got := c.MountFailure("tenant", a.UID); !strings.Contains(got, "evil") {
+		t.Errorf("MountFailure in tenant: got %q, want the Event of that namespace", got)
 	}
 }
 

@@ -94,7 +94,8 @@ func fieldSelector(s string) func(*metav1.ListOptions) {
 }
 
 // trimPod keeps what the status is computed from (see memcached.ComputeStatus):
-// the pod's name, UID, labels, controller, template hash and deletion; its
+// the pod's name, UID, the labels that podLabels keeps, controller, template
+// hash and deletion; its
 // phase, its Ready and PodReadyToStartContainers conditions, a PodScheduled
 // condition that is False, and of its containers' states the reasons,
 // messages and exit codes; and its IP, where the
@@ -103,6 +104,7 @@ func fieldSelector(s string) func(*metav1.ListOptions) {
 // binding to a node or its start time, then compare equal (see podChanged).
 func trimPod(p *corev1.Pod) {
 	p.GenerateName = ""
+	p.Labels = podLabels(p.Labels)
 	p.OwnerReferences = controllerOnly(p.OwnerReferences)
 	p.Annotations = onlyAnnotations(p.Annotations, memcached.TemplateHashAnnotation)
 	p.Spec = corev1.PodSpec{}
@@ -122,6 +124,22 @@ func trimPod(p *corev1.Pod) {
 		InitContainerStatuses: trimContainerStatuses(p.Status.InitContainerStatuses),
 		ContainerStatuses:     trimContainerStatuses(p.Status.ContainerStatuses),
 	}
+}
+
+// podLabels returns the labels of a pod that the operator reads: the
+// operator's (memcached.Labels), which the cache selects and indexes pods
+// by, and the pod template hash, which tells the pods of a Memcached's own
+// ReplicaSets (memcached.OwnPods). The cache holds every pod with the
+// operator's labels in the watched namespaces, a tenant's too, and a pod
+// may carry hundreds of labels of its own.
+func podLabels(labels map[string]string) map[string]string {
+	out := make(map[string]string, 3)
+	for _, k := range []string{memcached.AppLabel, memcached.CRLabel, appsv1.DefaultDeploymentUniqueLabelKey} {
+		if v, ok := labels[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // controllerOnly returns the controller reference among refs, its kind and

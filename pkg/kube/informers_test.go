@@ -48,6 +48,7 @@ func TestTrimmedPodsGiveTheSameStatus(t *testing.T) {
 		p.GenerateName = "example-5d8f7c9b4-"
 		p.OwnerReferences = []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "example-5d8f7c9b4"}}
 		p.Annotations = map[string]string{"kubectl.kubernetes.io/restartedAt": "now", memcached.TemplateHashAnnotation: "old"}
+		p.Labels["team"] = "a label of the user's"
 		p.Spec = memcached.PodSpec(m, memcachedtest.Image, memcachedtest.SidecarImage)
 		p.Status.PodIP, p.Status.HostIP, p.Status.QOSClass, p.Status.StartTime = "198.18.64.7", "198.18.0.1", corev1.PodQOSBurstable, &memcachedtest.Now
 		p.Status.Conditions = append(p.Status.Conditions,
@@ -84,6 +85,9 @@ func TestTrimmedPodsGiveTheSameStatus(t *testing.T) {
 	}
 	if !reflect.DeepEqual(trimmed[0].Spec, corev1.PodSpec{}) || !reflect.DeepEqual(trimmed[0].Annotations, map[string]string{memcached.TemplateHashAnnotation: "old"}) {
 		t.Errorf("trimmed pod holds more than the template hash of its spec and annotations: %+v", trimmed[0])
+	}
+	if want := map[string]string{memcached.AppLabel: memcached.AppLabelValue, memcached.CRLabel: "example", appsv1.DefaultDeploymentUniqueLabelKey: memcachedtest.PodTemplateHash}; !reflect.DeepEqual(trimmed[0].Labels, want) {
+		t.Errorf("trimmed pod's labels: got %v, want the operator's and the template hash alone, %v", trimmed[0].Labels, want)
 	}
 }
 

@@ -70,8 +70,8 @@ type Client interface {
 	// its labels (memcached.Labels), which the caller must not modify.
 	ListPods(namespace, name string) ([]*corev1.Pod, error)
 	// MountFailure returns the message of the newest FailedMount Event
-	// that the kubelet recorded on the pod of uid, or "" without one (see
+	// that the kubelet recorded on the pod of uid in namespace, or "" without one (see
 	// kube.CachedClient.MountFailure): the kubelet's only word on a Secret
 	// that is missing or lacks a key, which the operator may not read.
-	MountFailure(uid types.UID) string
+	MountFailure(namespace string, uid types.UID) string
 }

@@ -507,7 +507,7 @@ func (f *fakeClient) ListPods(namespace, name string) ([]*corev1.Pod, error) {
 }
 
 // MountFailure is a cache read, which records no action.
-func (f *fakeClient) MountFailure(uid types.UID) string {
+func (f *fakeClient) MountFailure(_ string, uid types.UID) string {
 	return f.mountFailures[uid]
 }
 

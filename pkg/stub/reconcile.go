@@ -439,7 +439,7 @@ func (h *Handler) desiredStatus(m *v1alpha1.Memcached, want *desiredDeployment, 
 		}
 	}
 	for _, p := range pods {
-		if msg := h.client.MountFailure(p.UID); msg != "" {
+		if msg := h.client.MountFailure(p.Namespace, p.UID); msg != "" {
 			if o.MountFailures == nil {
 				o.MountFailures = map[types.UID]string{}
 			}

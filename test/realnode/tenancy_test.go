@@ -35,12 +35,12 @@ const (
 	// tenantSA is the hostile tenant's identity: the built-in edit role in
 	// its namespace and nothing else.
 	tenantSA = "dev"
-	// floodPods and floodConns are how many pods the hostile tenant floods
-	// the victim's discovery endpoint from, and how many connections each
-	// opens: half plain ones that send nothing, half TLS ones that never
-	// finish their handshake. One pod holds fewer than the container's
-	// file limit.
-	floodPods, floodConns = 10, 1000
+	// floodPods and floodConnsPerPod are how many pods the hostile tenant
+	// floods the victim's discovery endpoint from, and how many
+	// connections each opens: in half of the pods plain ones that send
+	// nothing, in the other half TLS ones that never finish their
+	// handshake. One pod holds fewer than its container's file limit.
+	floodPods, floodConnsPerPod = 10, 1000
 	// memoryMargin is how far the shared operator's resident memory may
 	// grow over its level before the attack.
 	memoryMargin = 64 << 20
@@ -107,7 +107,7 @@ func TestHostileTenant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("the shared operator %s: %d MiB resident before the attack", leader.Metadata.Name, before.RSSAnon+before.RSSFile>>20)
+	t.Logf("the shared operator %s: %d MiB resident before the attack", leader.Metadata.Name, (before.RSSAnon+before.RSSFile)>>20)
 
 	// Pods the operator must never ask: one with the labels of the
 	// hostile tenant's Memcached but no ReplicaSet of it, and one of a
@@ -143,7 +143,7 @@ func TestHostileTenant(t *testing.T) {
 	tenant.apply(t, floodDeployment("flood-plain", tenantImage, target, "plain"))
 	tenant.apply(t, floodDeployment("flood-tls", tenantImage, target, "tls"))
 	flooding := time.Now()
-	if err := framework.Eventually(ctx, readyTimeout, fmt.Sprintf("%d pods to open %d connections each to %s", floodPods, floodConns/2, target), func(ctx context.Context) error {
+	if err := framework.Eventually(ctx, readyTimeout, fmt.Sprintf("%d pods to open %d connections each to %s", floodPods, floodConnsPerPod, target), func(ctx context.Context) error {
 		logs, err := tenant.admin.Run(ctx, "logs", "-l", "flood", "--prefix", "--tail=-1", "--max-log-requests=20")
 		if err != nil {
 			return err
@@ -155,7 +155,7 @@ func TestHostileTenant(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("+%v: %d connections opened to %s", time.Since(flooding).Round(time.Second), floodPods*floodConns/2, target)
+	t.Logf("+%v: %d connections opened to %s", time.Since(flooding).Round(time.Second), floodPods*floodConnsPerPod, target)
 
 	// While the flood holds what it can: fresh clients are answered.
 	for i := range 5 {
@@ -177,7 +177,7 @@ func TestHostileTenant(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if n := strings.Count(logs, fmt.Sprintf("closed by the server %d\n", floodConns/2)); n != floodPods {
+		if n := strings.Count(logs, fmt.Sprintf("closed by the server %d\n", floodConnsPerPod)); n != floodPods {
 			return fmt.Errorf("%d of %d pods had all their connections closed:\n%s", n, floodPods, logs)
 		}
 		return nil
@@ -254,9 +254,15 @@ func TestHostileTenant(t *testing.T) {
 			if err := framework.Converged(o, o.Memcached.Spec.Size); err != nil {
 				return err
 			}
-			for _, p := range o.Pods {
-				if img := containerImage(p, "memcached"); img != image {
-					return fmt.Errorf("pod %s runs %s", p.Metadata.Name, img)
+			// A container's status names the image by its tag, whatever
+			// reference the pod asked for: the pods' specs tell.
+			out, err := victim.Run(ctx, "get", "pods", "-l", "memcached_cr="+name, "-o", `jsonpath={range .items[*]}{.metadata.name} {.spec.containers[0].image}{"\n"}{end}`)
+			if err != nil {
+				return err
+			}
+			for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+				if !strings.HasSuffix(line, " "+image) {
+					return fmt.Errorf("pod and image: %s", line)
 				}
 			}
 			return nil
@@ -488,7 +494,8 @@ spec:
 }
 
 // floodDeployment is a Deployment of floodPods/2 pods that each open
-// floodConns/2 connections of mode (plain or tls) to target and hold them.
+// floodConnsPerPod connections of mode (plain or tls) to target and hold
+// them.
 func floodDeployment(name, image, target, mode string) string {
 	return fmt.Sprintf(`apiVersion: apps/v1
 kind: Deployment
@@ -507,7 +514,7 @@ spec:
           image: %[3]s
           args: [flood, "%[4]s", "%[5]d", %[6]s]
           %[7]s
-%[8]s`, name, floodPods/2, image, target, floodConns/2, mode, restrictedContainer, restrictedPod("      "))
+%[8]s`, name, floodPods/2, image, target, floodConnsPerPod, mode, restrictedContainer, restrictedPod("      "))
 }
 
 // waitPodsRunning waits until n pods that selector selects run, with an IP.
@@ -563,17 +570,6 @@ func requireNoRestarts(ctx context.Context, k framework.Kubectl, name string) er
 		}
 	}
 	return nil
-}
-
-// containerImage returns the image of pod p's container name as its status
-// says it, or "".
-func containerImage(p framework.Pod, name string) string {
-	for _, c := range p.Status.ContainerStatuses {
-		if c.Name == name {
-			return c.Image
-		}
-	}
-	return ""
 }
 
 // imageByDigest returns ref, an image of the local registry, as

@@ -10,7 +10,9 @@
 // only supervises (pkg/sidecar.Supervisor) a worker, this command again
 // with --worker, which does the work, and restarts it whenever it exits, so
 // that a failing worker never stops the container nor makes the pod, and
-// memcached with it, leave the Service.
+// memcached with it, leave the Service. The supervisor serves /healthz on
+// the pod's loopback too (--health-addr), for the container's exec liveness
+// probe, this command with --probe, which asks it and exits.
 package main
 
 import (
@@ -40,7 +42,15 @@ import (
 const stopGrace = 5 * time.Second
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	err := run(os.Args[1:])
+	var failed probeFailed
+	switch {
+	case err == nil:
+	case errors.As(err, &failed):
+		// One plain line, which the kubelet puts in the Unhealthy Event.
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	default:
 		logrus.Fatal(err)
 	}
 }
@@ -48,7 +58,7 @@ func main() {
 func run(args []string) (err error) {
 	fs := flag.NewFlagSet("memcached-sidecar", flag.ContinueOnError)
 	var d sidecar.Dialer
-	var metricsAddr, statusAddr, authFile, workerAddr, discoveryAddr, discoveryFile string
+	var metricsAddr, statusAddr, authFile, workerAddr, healthAddr, probeAddr, discoveryAddr, discoveryFile string
 	var interval, retry time.Duration
 	var supervise, worker bool
 	fs.StringVar(&d.Addr, "memcached", "127.0.0.1:11211", "memcached's host:port.")
@@ -63,9 +73,23 @@ func run(args []string) (err error) {
 	fs.StringVar(&discoveryFile, "discovery-file", "", "With --discovery-addr: the membership to serve, the discovery ConfigMap's key as the kubelet mounts it, read at every request.")
 	fs.BoolVar(&supervise, "supervise", false, "Do the work in a child process, the worker (this command with --worker), and restart it with backoff whenever it exits: this process stays up, so the container keeps running and the pod stays Ready. It serves /status, which reports a failing worker as SidecarFailing, /healthz, about itself alone, and the worker's /metrics on --metrics-addr or --status-addr.")
 	fs.StringVar(&workerAddr, "worker-addr", "127.0.0.1:9151", "With --supervise: the loopback address where the worker serves its own /status and /metrics.")
+	fs.StringVar(&healthAddr, "health-addr", sidecar.HealthAddr, "With --supervise: the loopback address where the supervisor serves /healthz, about itself alone, as on --metrics-addr or --status-addr, for --probe: no client outside the pod can reach it, so none can hold its connections.")
+	fs.StringVar(&probeAddr, "probe", "", "Ask the /healthz of the supervisor's --health-addr, such as "+sidecar.HealthAddr+", and exit: 0 when it answers 200 OK within "+probeTimeout.String()+", 1 with the reason on stderr otherwise. The sidecar container's liveness probe runs it; set it alone.")
 	fs.BoolVar(&worker, "worker", false, "Run as the worker of --supervise, which sets it: raise this process's oom_score_adj, so that an OOM in the container kills the worker rather than its supervisor, and write the error it exits on to file descriptor 3.")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if probeAddr != "" {
+		if fs.NFlag() != 1 {
+			return errors.New("--probe asks a supervisor's /healthz and exits: set it alone")
+		}
+		if _, _, err := net.SplitHostPort(probeAddr); err != nil {
+			return fmt.Errorf("--probe=%s: %v", probeAddr, err)
+		}
+		if err := probe(probeAddr, probeTimeout); err != nil {
+			return probeFailed{err}
+		}
+		return nil
 	}
 	if worker {
 		defer func() {
@@ -103,10 +127,12 @@ func run(args []string) (err error) {
 		if metricsAddr+statusAddr == "" {
 			return errors.New("--supervise serves the report of its worker: set --metrics-addr or --status-addr")
 		}
-		if host, _, err := net.SplitHostPort(workerAddr); err != nil {
-			return fmt.Errorf("--worker-addr=%s: %v", workerAddr, err)
-		} else if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-			return fmt.Errorf("--worker-addr=%s must be a loopback IP address", workerAddr)
+		for _, a := range []struct{ flag, addr string }{{"worker-addr", workerAddr}, {"health-addr", healthAddr}} {
+			if host, _, err := net.SplitHostPort(a.addr); err != nil {
+				return fmt.Errorf("--%s=%s: %v", a.flag, a.addr, err)
+			} else if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+				return fmt.Errorf("--%s=%s must be a loopback IP address", a.flag, a.addr)
+			}
 		}
 	}
 	log := logrus.StandardLogger()
@@ -121,7 +147,7 @@ func run(args []string) (err error) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	if supervise {
-		return superviseWorker(ctx, workerArgs(fs, metricsAddr != "", workerAddr), metricsAddr+statusAddr, metricsAddr != "", workerAddr, log)
+		return superviseWorker(ctx, workerArgs(fs, metricsAddr != "", workerAddr), metricsAddr+statusAddr, metricsAddr != "", workerAddr, healthAddr, log)
 	}
 
 	reg := prometheus.NewRegistry()
@@ -196,8 +222,8 @@ func memcachedVersion(d sidecar.Dialer) func(ctx context.Context) (string, error
 // superviseWorker runs the worker, this executable with args, under a
 // sidecar.Supervisor until ctx ends, and serves at addr the Supervisor's
 // report of it, its own /healthz and, with metrics, the worker's /metrics
-// from workerAddr.
-func superviseWorker(ctx context.Context, args []string, addr string, metrics bool, workerAddr string, log logrus.FieldLogger) error {
+// from workerAddr; at healthAddr, its /healthz alone.
+func superviseWorker(ctx context.Context, args []string, addr string, metrics bool, workerAddr, healthAddr string, log logrus.FieldLogger) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("failed to find the sidecar's executable: %v", err)
@@ -239,7 +265,26 @@ func superviseWorker(ctx context.Context, args []string, addr string, metrics bo
 		mux.Handle("/metrics", proxy)
 	}
 	mux.Handle(sidecar.ReportPath, s.ReportHandler(worker.String()+sidecar.ReportPath))
-	return serve(ctx, addr, mux)
+	return serveWithHealth(ctx, addr, mux, healthAddr)
+}
+
+// serveWithHealth serves mux and /healthz at addr, and /healthz alone at
+// healthAddr, each with the bounds below, until ctx ends or either server
+// fails, which ends the other. Any pod of the cluster may hold every
+// connection that addr takes; healthAddr is on the pod's loopback, for the
+// exec liveness probe (--probe), which no client outside the pod can fail.
+func serveWithHealth(ctx context.Context, addr string, mux *http.ServeMux, healthAddr string) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	served := make(chan error, 2)
+	go func() { served <- serve(ctx, addr, mux) }()
+	go func() { served <- serve(ctx, healthAddr, http.NewServeMux()) }()
+	err := <-served
+	cancel()
+	if other := <-served; err == nil {
+		err = other
+	}
+	return err
 }
 
 // workerArgs returns the arguments of the worker of a --supervise command
@@ -250,7 +295,7 @@ func workerArgs(fs *flag.FlagSet, metrics bool, workerAddr string) []string {
 	var args []string
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
-		case "supervise", "worker-addr", "metrics-addr", "status-addr":
+		case "supervise", "worker-addr", "health-addr", "metrics-addr", "status-addr":
 			return
 		}
 		args = append(args, "--"+f.Name+"="+f.Value.String())
@@ -273,11 +318,13 @@ func writeExitMessage(err error) {
 	_, _ = fmt.Fprintln(f, err) // the process exits next, with the error in its log too
 }
 
-// The bounds of the sidecar's HTTP server, for /metrics, /status and
-// /healthz. Any pod of the cluster can reach it, and every connection
-// costs memory out of the container's 64Mi; its clients (Prometheus, the
-// operator's poll every 20 s, the kubelet's liveness probe) send bodiless
-// GETs of a few hundred bytes and read replies of tens of KiB at once.
+// The bounds of the sidecar's HTTP servers, for /metrics, /status and
+// /healthz. Any pod of the cluster can reach the one on the pod's IP, and
+// every connection costs memory out of the container's 64Mi; its clients
+// (Prometheus, the operator's poll every 20 s) send bodiless GETs of a few
+// hundred bytes and read replies of tens of KiB at once. The supervisor's
+// loopback server for the liveness probe (--health-addr) has the same
+// bounds, although only the pod's own processes reach it.
 const (
 	// httpReadHeaderTimeout bounds a request's header, which arrives at
 	// once, from the connection's start or its first byte after an idle
@@ -313,7 +360,7 @@ func serve(ctx context.Context, addr string, mux *http.ServeMux) error {
 	if err != nil {
 		return err
 	}
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc(healthPath, func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	refused := func() {
 		logrus.Debugf("closed a connection to %s over the cap of %d, or of %d from one IP", addr, httpMaxConns, httpMaxConnsPerClient)
 	}

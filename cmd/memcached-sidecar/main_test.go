@@ -50,6 +50,9 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		{name: "supervisor and worker at once", args: []string{"--tls-dir=/tls", "--status-addr=:9150", "--supervise", "--worker"}, want: "set one of them"},
 		{name: "worker on another host", args: []string{"--tls-dir=/tls", "--status-addr=:9150", "--supervise", "--worker-addr=198.18.0.5:9151"}, want: "must be a loopback IP address"},
 		{name: "worker without a port", args: []string{"--tls-dir=/tls", "--status-addr=:9150", "--supervise", "--worker-addr=127.0.0.1"}, want: "missing port"},
+		{name: "health on the pod's IP", args: []string{"--tls-dir=/tls", "--status-addr=:9150", "--supervise", "--health-addr=:9152"}, want: "--health-addr=:9152 must be a loopback IP address"},
+		{name: "probe with other flags", args: []string{"--probe=127.0.0.1:9152", "--tls-dir=/tls"}, want: "set it alone"},
+		{name: "probe without a port", args: []string{"--probe=127.0.0.1"}, want: "missing port"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -65,15 +68,16 @@ func TestRunRefusesBadFlags(t *testing.T) {
 // its worker, this executable with --worker and the other flags, runs with
 // the highest oom_score_adj and serves the metrics that the supervisor
 // passes on; killed, it is restarted, while the supervisor keeps answering
-// /healthz and its report says SidecarFailing with the worker's state; on
-// SIGTERM the supervisor stops the worker and returns.
+// /healthz, and --probe of its loopback health server succeeds, and its
+// report says SidecarFailing with the worker's state; on SIGTERM the
+// supervisor stops the worker and returns, and --probe fails.
 func TestSupervisedWorker(t *testing.T) {
 	t.Setenv(asSidecarEnv, "1")
 	logrus.SetOutput(io.Discard)
 	t.Cleanup(func() { logrus.SetOutput(os.Stderr) })
-	addr, workerAddr := freeAddr(t), freeAddr(t)
+	addr, workerAddr, healthAddr := freeAddr(t), freeAddr(t), freeAddr(t)
 	// memcached is nowhere: the stats say memcached_up 0.
-	args := []string{"--supervise", "--metrics-addr=" + addr, "--worker-addr=" + workerAddr, "--memcached=" + freeAddr(t)}
+	args := []string{"--supervise", "--metrics-addr=" + addr, "--worker-addr=" + workerAddr, "--health-addr=" + healthAddr, "--memcached=" + freeAddr(t)}
 	ran := make(chan error, 1)
 	go func() { ran <- run(args) }()
 	stopped := false
@@ -126,6 +130,9 @@ func TestSupervisedWorker(t *testing.T) {
 	if body, err := get(base + "/healthz"); err != nil || body != "ok\n" {
 		t.Errorf("/healthz: %q, %v; want ok", body, err)
 	}
+	if err := run([]string{"--probe=" + healthAddr}); err != nil {
+		t.Errorf("--probe=%s: %v, want success", healthAddr, err)
+	}
 	pids, err := workers()
 	if err != nil || len(pids) != 1 || pids[0] == worker {
 		t.Errorf("workers after the restart: %v, %v; want one new one", pids, err)
@@ -137,6 +144,9 @@ func TestSupervisedWorker(t *testing.T) {
 	}
 	if err := <-ran; err != nil {
 		t.Errorf("run after SIGTERM: %v", err)
+	}
+	if err := run([]string{"--probe=" + healthAddr}); err == nil {
+		t.Errorf("--probe=%s after the supervisor returned: success, want a failure", healthAddr)
 	}
 	if pids, err := workers(); err != nil || len(pids) != 0 {
 		t.Errorf("workers after run returned: %v, %v; want none", pids, err)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -244,4 +245,73 @@ func TestNewServerBoundsEverything(t *testing.T) {
 	if srv.MaxHeaderBytes <= 0 {
 		t.Errorf("MaxHeaderBytes: got %d, want a bound", srv.MaxHeaderBytes)
 	}
+}
+
+// TestProbeSucceedsWhileClientsHoldEveryConnection: clients that hold
+// every connection the supervisor's server on the pod's IP takes, each
+// answered once and kept idle, leave that server answering no one, and the
+// liveness probe, run --probe against the loopback health server, still
+// succeeds.
+func TestProbeSucceedsWhileClientsHoldEveryConnection(t *testing.T) {
+	addr, healthAddr := freeAddr(t), freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- serveWithHealth(ctx, addr, http.NewServeMux(), healthAddr) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serveWithHealth: %v", err)
+		}
+	})
+	waitFor(t, "both servers", func() error {
+		if err := probe(addr, patience); err != nil {
+			return err
+		}
+		return probe(healthAddr, patience)
+	})
+
+	// A connection the server answered holds a slot. One that it closed
+	// came while the server still held the closed connection of a probe
+	// above, and is dialed again. Each client IP of the loopback's holds
+	// its share, as many clients do on the pod network.
+	for i := 0; i < httpMaxConns; i++ {
+		from := fmt.Sprintf("127.0.0.%d", 2+i/httpMaxConnsPerClient)
+		waitFor(t, "an answered connection", func() error {
+			c, err := answered(from, addr)
+			if err != nil {
+				return err
+			}
+			t.Cleanup(func() { c.Close() })
+			return nil
+		})
+	}
+
+	if err := probe(addr, patience); err == nil {
+		t.Errorf("GET %s/healthz answered with all %d connections held, want it refused", addr, httpMaxConns)
+	}
+	if err := run([]string{"--probe=" + healthAddr}); err != nil {
+		t.Errorf("--probe=%s with all %d connections of %s held: %v, want success", healthAddr, httpMaxConns, addr, err)
+	}
+}
+
+// answered dials addr from the IP from and returns the connection once
+// the server has answered a GET of /healthz on it, kept open and idle.
+func answered(from, addr string) (net.Conn, error) {
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	_ = c.SetDeadline(time.Now().Add(patience))
+	if _, err = io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: sidecar\r\n\r\n"); err == nil {
+		var resp *http.Response
+		if resp, err = http.ReadResponse(bufio.NewReader(c), nil); err == nil {
+			resp.Body.Close()
+		}
+	}
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, c.SetDeadline(time.Time{})
 }

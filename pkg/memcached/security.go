@@ -8,7 +8,6 @@ import (
 	"github.com/example-inc/memcached-operator/pkg/sidecar"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // DefaultSidecarImage is the image of the sidecar that refreshes memcached's
@@ -26,6 +25,10 @@ const (
 	// metricsPort is the sidecar's metrics port, memcached_exporter's, so
 	// that scrape configs written for it find ours.
 	metricsPort = 9150
+	// sidecarBinary is the sidecar's executable in its image, the
+	// ENTRYPOINT of tmp/build/Dockerfile.sidecar, which its liveness probe
+	// runs.
+	sidecarBinary = "/usr/local/bin/memcached-sidecar"
 	// metricsPortName names the metrics port in the pods and the Service.
 	metricsPortName = "metrics"
 	// statusPortName names the same port in the pods without monitoring,
@@ -170,7 +173,15 @@ func Monitored(m *v1alpha1.Memcached) bool {
 // stays up, and restarts the worker that does it whenever it exits; the
 // liveness probe asks the supervisor alone (/healthz), so a worker that
 // keeps failing never restarts the container, and the sidecar's report
-// tells the operator instead (SidecarFailing). The memory limit is the
+// tells the operator instead (SidecarFailing). The probe is an exec probe,
+// the sidecar's binary with --probe, which runs in the container and asks
+// the supervisor's /healthz on the pod's loopback (sidecar.HealthAddr), not
+// an HTTP probe of the metrics port: any pod of the cluster reaches that
+// port, and a client that held all of its connections would fail the
+// probe and have the kubelet restart the container, which makes the pod
+// NotReady; no client can hold a loopback port. So only the sidecar's own
+// failure, such as a SIGKILL of the container, takes memcached out of its
+// Service, never what a client sends. The memory limit is the
 // container's, for both processes; GOMEMLIMIT, which each inherits, keeps
 // either process's Go heap well below it, and an OOM kills the worker,
 // whose oom_score_adj is the highest, unless the supervisor grew larger.
@@ -224,11 +235,13 @@ func sidecarContainer(m *v1alpha1.Memcached, image string, mounts []corev1.Volum
 	}
 	c.LivenessProbe = &corev1.Probe{
 		Handler: corev1.Handler{
-			HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString(port)},
+			Exec: &corev1.ExecAction{Command: []string{sidecarBinary, "--probe=" + sidecar.HealthAddr}},
 		},
 		// A minute without an answer: the supervisor answers at once
 		// unless it hangs, and a restart of the container, which makes
 		// the pod NotReady for a moment, must not come from a slow node.
+		// --probe gives up after 3 s, within the timeout, so that the
+		// kubelet's Event says why.
 		PeriodSeconds:    10,
 		TimeoutSeconds:   5,
 		FailureThreshold: 6,

@@ -1,6 +1,10 @@
 package memcached_test
 
 import (
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -90,6 +94,10 @@ var securityCases = []struct {
 }
 
 func TestPodOfTLSAuthAndMonitoring(t *testing.T) {
+	entrypoint := sidecarEntrypoint(t)
+	if host, _, err := net.SplitHostPort(sidecar.HealthAddr); err != nil || !net.ParseIP(host).IsLoopback() {
+		t.Errorf("sidecar.HealthAddr %s (%v), want a loopback IP address, which no client outside the pod reaches", sidecar.HealthAddr, err)
+	}
 	for _, tt := range securityCases {
 		t.Run(tt.name, func(t *testing.T) {
 			m := memcachedtest.NewMemcached("example", 1)
@@ -172,12 +180,15 @@ func TestPodOfTLSAuthAndMonitoring(t *testing.T) {
 				}
 				// Ready while it runs: no readiness probe may take a
 				// serving memcached out of the Service. The liveness probe
-				// asks the supervisor, on the report's port.
+				// runs the sidecar's binary in the container, which asks
+				// the supervisor on the pod's loopback, where no client
+				// can hold its connections.
 				if sc.ReadinessProbe != nil {
 					t.Errorf("sidecar readiness probe %+v, want none", sc.ReadinessProbe)
 				}
-				if p := sc.LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" || len(sc.Ports) != 1 || p.HTTPGet.Port.StrVal != sc.Ports[0].Name || p.PeriodSeconds*p.FailureThreshold < 60 || p.TimeoutSeconds < 5 {
-					t.Errorf("sidecar liveness probe %+v, want /healthz on its port, failing after a minute, 5 s a try", p)
+				wantProbe := []string{entrypoint, "--probe=" + sidecar.HealthAddr}
+				if p := sc.LivenessProbe; p == nil || p.Exec == nil || p.HTTPGet != nil || p.TCPSocket != nil || !reflect.DeepEqual(p.Exec.Command, wantProbe) || p.PeriodSeconds*p.FailureThreshold < 60 || p.TimeoutSeconds < 5 {
+					t.Errorf("sidecar liveness probe %+v, want the exec of %q, failing after a minute, 5 s a try", p, wantProbe)
 				}
 				// The report is served on the metrics port, which the
 				// pods without monitoring name status.
@@ -202,6 +213,30 @@ func TestPodOfTLSAuthAndMonitoring(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sidecarEntrypoint returns the executable that the sidecar's image runs,
+// the one ENTRYPOINT of tmp/build/Dockerfile.sidecar, as JSON.
+func sidecarEntrypoint(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "tmp", "build", "Dockerfile.sidecar"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var entrypoints [][]string
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "ENTRYPOINT "); ok {
+			var e []string
+			if err := json.Unmarshal([]byte(rest), &e); err != nil {
+				t.Fatalf("Dockerfile.sidecar: %q: %v", line, err)
+			}
+			entrypoints = append(entrypoints, e)
+		}
+	}
+	if len(entrypoints) != 1 || len(entrypoints[0]) != 1 {
+		t.Fatalf("Dockerfile.sidecar: entrypoints %q, want one of one executable", entrypoints)
+	}
+	return entrypoints[0][0]
 }
 
 // TestNoSecurityAddsNoPodFields checks that a Memcached without TLS, auth

@@ -49,10 +49,12 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if l.take(client) {
 			return &limitConn{Conn: c, release: func() { l.give(client) }}, nil
 		}
-		c.Close()
+		// Counted before the close, so that whoever sees the close sees
+		// it counted.
 		if l.refused != nil {
 			l.refused()
 		}
+		c.Close()
 	}
 }
 

@@ -36,6 +36,15 @@ const (
 	DefaultStable = time.Minute
 )
 
+// HealthAddr is where a supervisor (memcached-sidecar --supervise) serves
+// its /healthz by default, besides ReportPort: on the pod's loopback, for
+// the sidecar container's exec liveness probe (memcached-sidecar --probe).
+// Any pod of the cluster reaches ReportPort, and a client that held all of
+// its connections would fail a probe there and have the kubelet restart the
+// container, which makes the pod NotReady; only the pod's own processes
+// reach the loopback.
+const HealthAddr = "127.0.0.1:9152"
+
 // ExitMessageFD is the worker's file descriptor for its exit message: the
 // Supervisor passes it the write end of a pipe there, and what the worker
 // writes to it before it exits, such as the error it exits on, is reported

@@ -38,16 +38,7 @@ func checkPutBack(t *testing.T, f *fixture, finding string) {
 		t.Errorf("the cache still finds %q", d.Annotations[memcached.LoosenedAnnotation])
 	}
 
-	f.client.actions = nil
-	m := f.client.memcacheds["test/example"].DeepCopy()
-	if err := f.handle(m, false); err != nil {
-		t.Fatalf("second Handle: %v", err)
-	}
-	for _, a := range f.client.actions {
-		if strings.HasPrefix(a, "apply ") || strings.HasPrefix(a, "patch ") {
-			t.Errorf("second reconcile: unexpected %s", a)
-		}
-	}
+	f.requireNothingToRestore("example")
 }
 
 // TestPutsBackLoosenedContainerSecurityContext: runAsNonRoot false on the

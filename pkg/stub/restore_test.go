@@ -63,16 +63,7 @@ func TestRestoresAHandEditOfTheDeployment(t *testing.T) {
 	}
 
 	// The cache now shows the restored Deployment: nothing more to do.
-	f.client.actions = nil
-	m = f.client.memcacheds["test/example"].DeepCopy()
-	if err := f.handle(m, false); err != nil {
-		t.Fatalf("second Handle: %v", err)
-	}
-	for _, a := range f.client.actions {
-		if strings.HasPrefix(a, "apply ") || strings.HasPrefix(a, "patch ") {
-			t.Errorf("second reconcile: unexpected %s", a)
-		}
-	}
+	f.requireNothingToRestore("example")
 }
 
 // TestLeavesADeploymentThatHoldsWhatWasAppliedAlone: with the digest of what
@@ -180,5 +171,22 @@ func TestCountsOnlyItsOwnPods(t *testing.T) {
 	s := f.client.memcacheds["test/example"].Status
 	if len(s.Nodes) != 1 || s.Nodes[0] != "example-a" || s.Replicas != 1 || s.ReadyReplicas != 1 {
 		t.Errorf("status: nodes %v, replicas %d, ready %d; want only example-a", s.Nodes, s.Replicas, s.ReadyReplicas)
+	}
+}
+
+// requireNothingToRestore reconciles Memcached name again, as the fixture
+// stores it, and fails on any apply or patch: after a restore, the cache
+// shows the restored Deployment, and a second reconcile writes nothing.
+func (f *fixture) requireNothingToRestore(name string) {
+	f.t.Helper()
+	f.client.actions = nil
+	m := f.client.memcacheds["test/"+name].DeepCopy()
+	if err := f.handle(m, false); err != nil {
+		f.t.Fatalf("second Handle: %v", err)
+	}
+	for _, a := range f.client.actions {
+		if strings.HasPrefix(a, "apply ") || strings.HasPrefix(a, "patch ") {
+			f.t.Errorf("second reconcile: unexpected %s", a)
+		}
 	}
 }

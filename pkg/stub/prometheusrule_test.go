@@ -2,15 +2,12 @@ package stub
 
 import (
 	"maps"
-	"strings"
 	"testing"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
 	"github.com/example-inc/memcached-operator/pkg/memcached"
 	"github.com/example-inc/memcached-operator/pkg/memcached/memcachedtest"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -57,31 +54,12 @@ func TestEnsuresThePrometheusRule(t *testing.T) {
 	defaulted := ownedPrometheusRule(on, func(r *unstructured.Unstructured) { firstRule(r)["keep_firing_for"] = "0s" })
 	edited := ownedPrometheusRule(on, func(r *unstructured.Unstructured) { firstRule(r)["expr"] = "vector(0)" })
 	unlabelled := ownedPrometheusRule(on, func(r *unstructured.Unstructured) { r.SetLabels(memcached.Labels("example")) })
-	refused := apierrors.NewForbidden(memcached.PrometheusRuleGVR.GroupResource(), "example", nil)
-	tests := []struct {
-		name   string
-		m      *v1alpha1.Memcached
-		served bool
-		// metricsPort gives the Service the metrics port, as a Memcached
-		// with monitoring has it.
-		metricsPort bool
-		rule        *unstructured.Unstructured
-		failOn      string
-		// wantActions are the PrometheusRule calls and the Service's writes.
-		wantActions []string
-		wantErr     string
-		// wantEvents are the Events' types and reasons.
-		wantEvents []string
-		// wantDegraded is the Degraded condition's reason.
-		wantDegraded string
-		// wantRule is the PrometheusRule afterwards: nil for none.
-		wantRule *unstructured.Unstructured
-	}{
+	prometheusRuleKind.run(t, []monitoringChildCase{
 		{
 			name: "created when asked for and served", m: on, served: true, metricsPort: true,
 			wantActions:  []string{"read prometheusrule test/example", "create prometheusrule test/example"},
 			wantEvents:   []string{"Normal " + ReasonServiceMonitorCreated, "Normal " + ReasonPrometheusRuleCreated},
-			wantDegraded: memcached.ReasonAsExpected, wantRule: ownedPrometheusRule(on, nil),
+			wantDegraded: memcached.ReasonAsExpected, wantChild: ownedPrometheusRule(on, nil),
 		},
 		{
 			name: "nothing and no error when the API is not served", m: on, metricsPort: true,
@@ -94,30 +72,30 @@ func TestEnsuresThePrometheusRule(t *testing.T) {
 			wantDegraded: memcached.ReasonAsExpected,
 		},
 		{
-			name: "in sync costs one read", m: on, served: true, metricsPort: true, rule: defaulted,
+			name: "in sync costs one read", m: on, served: true, metricsPort: true, child: defaulted,
 			wantActions:  []string{"read prometheusrule test/example"},
 			wantEvents:   []string{"Normal " + ReasonServiceMonitorCreated},
-			wantDegraded: memcached.ReasonAsExpected, wantRule: defaulted,
+			wantDegraded: memcached.ReasonAsExpected, wantChild: defaulted,
 		},
 		{
-			name: "restored when a rule is edited", m: on, served: true, metricsPort: true, rule: edited,
+			name: "restored when a rule is edited", m: on, served: true, metricsPort: true, child: edited,
 			wantActions:  []string{"read prometheusrule test/example", "patch prometheusrule test/example"},
 			wantEvents:   []string{"Normal " + ReasonServiceMonitorCreated, "Normal " + ReasonPrometheusRuleUpdated},
-			wantDegraded: memcached.ReasonAsExpected, wantRule: ownedPrometheusRule(on, nil),
+			wantDegraded: memcached.ReasonAsExpected, wantChild: ownedPrometheusRule(on, nil),
 		},
 		{
-			name: "a removed label is put back", m: on, served: true, metricsPort: true, rule: unlabelled,
+			name: "a removed label is put back", m: on, served: true, metricsPort: true, child: unlabelled,
 			wantActions:  []string{"read prometheusrule test/example", "patch prometheusrule test/example"},
 			wantEvents:   []string{"Normal " + ReasonServiceMonitorCreated, "Normal " + ReasonPrometheusRuleUpdated},
-			wantDegraded: memcached.ReasonAsExpected, wantRule: ownedPrometheusRule(on, nil),
+			wantDegraded: memcached.ReasonAsExpected, wantChild: ownedPrometheusRule(on, nil),
 		},
 		{
-			name: "someone else's is left alone", m: on, served: true, metricsPort: true, rule: foreign,
+			name: "someone else's is left alone", m: on, served: true, metricsPort: true, child: foreign,
 			// ensureExists confirms a foreign object with a second read.
 			wantActions:  []string{"read prometheusrule test/example", "read prometheusrule test/example"},
 			wantErr:      "prometheusrule test/example already exists and is not controlled by memcached example",
 			wantEvents:   []string{"Normal " + ReasonServiceMonitorCreated, "Warning " + memcached.ReasonPrometheusRuleNotOwned},
-			wantDegraded: memcached.ReasonPrometheusRuleNotOwned, wantRule: foreign,
+			wantDegraded: memcached.ReasonPrometheusRuleNotOwned, wantChild: foreign,
 		},
 		{
 			name: "create refused", m: on, served: true, metricsPort: true, failOn: "create prometheusrule",
@@ -127,82 +105,29 @@ func TestEnsuresThePrometheusRule(t *testing.T) {
 			wantDegraded: memcached.ReasonPrometheusRuleCreateFailed,
 		},
 		{
-			name: "deleted when prometheusRule is turned off", m: ruleOff, served: true, metricsPort: true, rule: ownedPrometheusRule(on, nil),
+			name: "deleted when prometheusRule is turned off", m: ruleOff, served: true, metricsPort: true, child: ownedPrometheusRule(on, nil),
 			wantActions:  []string{"read prometheusrule test/example", "delete prometheusrule test/example"},
 			wantEvents:   []string{"Normal " + ReasonServiceMonitorCreated, "Normal " + ReasonPrometheusRuleDeleted},
 			wantDegraded: memcached.ReasonAsExpected,
 		},
 		{
-			name: "deleted when monitoring is turned off, before the metrics port", m: off, served: true, metricsPort: true, rule: ownedPrometheusRule(on, nil),
+			name: "deleted when monitoring is turned off, before the metrics port", m: off, served: true, metricsPort: true, child: ownedPrometheusRule(on, nil),
 			wantActions:  []string{"read prometheusrule test/example", "delete prometheusrule test/example", "patch service test/example"},
 			wantEvents:   []string{"Normal " + ReasonPrometheusRuleDeleted, "Normal " + ReasonServiceUpdated},
 			wantDegraded: memcached.ReasonAsExpected,
 		},
 		{
-			name: "a refused delete keeps the metrics port, which brings the retry", m: off, served: true, metricsPort: true, rule: ownedPrometheusRule(on, nil), failOn: "delete prometheusrule",
+			name: "a refused delete keeps the metrics port, which brings the retry", m: off, served: true, metricsPort: true, child: ownedPrometheusRule(on, nil), failOn: "delete prometheusrule",
 			wantActions:  []string{"read prometheusrule test/example", "delete prometheusrule test/example"},
 			wantErr:      "failed to delete prometheusrule test/example",
 			wantEvents:   []string{"Warning " + memcached.ReasonPrometheusRuleDeleteFailed},
-			wantDegraded: memcached.ReasonPrometheusRuleDeleteFailed, wantRule: ownedPrometheusRule(on, nil),
+			wantDegraded: memcached.ReasonPrometheusRuleDeleteFailed, wantChild: ownedPrometheusRule(on, nil),
 		},
 		{
 			name: "a memcached without monitoring costs no request", m: off, served: true,
 			wantDegraded: memcached.ReasonAsExpected,
 		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			objs := []runtime.Object{
-				tt.m, memcachedtest.OwnedDeployment(tt.m, 1), memcachedtest.OwnedService(memcachedtest.WithMonitoring(tt.m, tt.metricsPort)),
-				memcachedtest.NewPod(tt.m, "example-a", corev1.PodRunning, true),
-			}
-			if tt.rule != nil {
-				objs = append(objs, tt.rule)
-			}
-			f := newFixture(t, objs...)
-			f.client.monitoringServed = tt.served
-			if tt.failOn != "" {
-				f.client.failOn[tt.failOn] = refused
-			}
-
-			err := f.handle(tt.m, false)
-
-			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.HasPrefix(err.Error(), tt.wantErr)) {
-				t.Fatalf("Handle: got %v, want %q", err, tt.wantErr)
-			}
-			var actions []string
-			for _, a := range f.client.actions {
-				if strings.Contains(a, "prometheusrule") || strings.HasPrefix(a, "patch service") || strings.HasPrefix(a, "delete service") {
-					actions = append(actions, a)
-				}
-			}
-			checkActions(t, actions, tt.wantActions)
-			var events []string
-			for _, e := range f.events() {
-				// An Event reads "Type Reason message".
-				events = append(events, strings.Join(strings.SplitN(e, " ", 3)[:2], " "))
-			}
-			if strings.Join(events, ",") != strings.Join(tt.wantEvents, ",") {
-				t.Errorf("events: got %q, want %q", events, tt.wantEvents)
-			}
-			if len(f.client.statuses) == 0 {
-				t.Fatal("no status written")
-			}
-			status := f.client.statuses[len(f.client.statuses)-1]
-			if c := memcached.FindCondition(status.Conditions, v1alpha1.MemcachedDegraded); c == nil || c.Reason != tt.wantDegraded {
-				t.Errorf("Degraded: got %+v, want reason %s", c, tt.wantDegraded)
-			}
-			got := f.client.prometheusRules["test/example"]
-			switch {
-			case tt.wantRule == nil && got != nil:
-				t.Errorf("prometheusrule: got %v, want none", got.Object)
-			case tt.wantRule != nil && (got == nil || !equality.Semantic.DeepEqual(got.Object["spec"], tt.wantRule.Object["spec"]) ||
-				!equality.Semantic.DeepEqual(got.GetOwnerReferences(), tt.wantRule.GetOwnerReferences()) ||
-				!maps.Equal(got.GetLabels(), tt.wantRule.GetLabels())):
-				t.Errorf("prometheusrule: got %v, want %v", got, tt.wantRule.Object)
-			}
-		})
-	}
+	})
 }
 
 // TestMonitoringLabelsReachBothChildren checks that spec.monitoring.labels

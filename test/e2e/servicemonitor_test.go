@@ -19,60 +19,7 @@ import (
 )
 
 const (
-	// serviceMonitorCRD is the Prometheus Operator's API reduced to what the
-	// operator needs: the group, version and names, with a spec the API
-	// server keeps as it is sent.
-	serviceMonitorCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: servicemonitors.monitoring.coreos.com
-spec:
-  group: monitoring.coreos.com
-  scope: Namespaced
-  names:
-    kind: ServiceMonitor
-    listKind: ServiceMonitorList
-    plural: servicemonitors
-    singular: servicemonitor
-  versions:
-    - name: v1
-      served: true
-      storage: true
-      schema:
-        openAPIV3Schema:
-          type: object
-          properties:
-            spec:
-              type: object
-              x-kubernetes-preserve-unknown-fields: true
-`
 	serviceMonitorCRDName = "servicemonitors.monitoring.coreos.com"
-	// prometheusRuleCRD is the Prometheus Operator's PrometheusRule API,
-	// reduced the same way; the Prometheus Operator installs both.
-	prometheusRuleCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: prometheusrules.monitoring.coreos.com
-spec:
-  group: monitoring.coreos.com
-  scope: Namespaced
-  names:
-    kind: PrometheusRule
-    listKind: PrometheusRuleList
-    plural: prometheusrules
-    singular: prometheusrule
-  versions:
-    - name: v1
-      served: true
-      storage: true
-      schema:
-        openAPIV3Schema:
-          type: object
-          properties:
-            spec:
-              type: object
-              x-kubernetes-preserve-unknown-fields: true
-`
 	prometheusRuleCRDName = "prometheusrules.monitoring.coreos.com"
 	// monitoringSpec asks for monitoring, the PrometheusRule and the label
 	// that a kube-prometheus-stack release selects on.
@@ -87,6 +34,44 @@ spec:
 	serviceMonitorCheck  = 5 * time.Second
 	serviceMonitorResync = 5 * time.Second
 )
+
+// serviceMonitorCRD and prometheusRuleCRD serve the Prometheus Operator's
+// APIs the operator creates; the Prometheus Operator installs both.
+var (
+	serviceMonitorCRD = reducedCRD("ServiceMonitor")
+	prometheusRuleCRD = reducedCRD("PrometheusRule")
+)
+
+// reducedCRD is the Prometheus Operator's API of kind reduced to what the
+// operator needs: the group, version and names, with a spec the API server
+// keeps as it is sent.
+func reducedCRD(kind string) string {
+	singular := strings.ToLower(kind)
+	return fmt.Sprintf(`apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: %[2]ss.monitoring.coreos.com
+spec:
+  group: monitoring.coreos.com
+  scope: Namespaced
+  names:
+    kind: %[1]s
+    listKind: %[1]sList
+    plural: %[2]ss
+    singular: %[2]s
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec:
+              type: object
+              x-kubernetes-preserve-unknown-fields: true
+`, kind, singular)
+}
 
 // serviceMonitor is the part of a ServiceMonitor that the test checks.
 type serviceMonitor struct {

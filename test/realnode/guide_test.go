@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/example-inc/memcached-operator/test/framework"
@@ -386,18 +387,7 @@ func readFile(t *testing.T, path string) []byte {
 // operatorManifestImage returns the image of deploy/operator.yaml's operator container.
 func operatorManifestImage(t *testing.T) string {
 	t.Helper()
-	var d struct {
-		Spec struct {
-			Template struct {
-				Spec struct {
-					Containers []struct {
-						Name  string `json:"name"`
-						Image string `json:"image"`
-					} `json:"containers"`
-				} `json:"spec"`
-			} `json:"template"`
-		} `json:"spec"`
-	}
+	var d appsv1.Deployment
 	if err := yaml.Unmarshal(readFile(t, paths.Deploy("operator.yaml")), &d); err != nil {
 		t.Fatalf("parse deploy/operator.yaml: %v", err)
 	}

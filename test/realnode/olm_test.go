@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/example-inc/memcached-operator/test/framework"
@@ -296,16 +297,7 @@ func (in olmInstall) upgrade(ctx context.Context, t *testing.T, n int) {
 	k := in.k
 	mustRun(ctx, t, k, "apply", "-f", localCSV(t, in.workDir, "0.0.2", in.images))
 	waitForCSVSucceeded(ctx, t, k, "0.0.2")
-	waitFor(ctx, t, csvTimeout, "CSV 0.0.1 to be removed", func(ctx context.Context) error {
-		s, err := getCSV(ctx, k, catalog.CSVName("0.0.1"))
-		if framework.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		return fmt.Errorf("CSV 0.0.1 still exists: phase %q, reason %q", s.Phase, s.Reason)
-	})
+	waitForCSVRemoved(ctx, t, k, "0.0.1")
 	dep2 := waitForOperatorDeployment(ctx, t, k, "0.0.2", in.images.operator["0.0.2"], operatorNamespace)
 	if dep2.UID != in.deployment.UID {
 		t.Errorf("operator Deployment was recreated (uid %s, was %s); want it updated in place", dep2.UID, in.deployment.UID)
@@ -451,27 +443,11 @@ type deploymentTemplate struct {
 
 func getDeploymentTemplate(ctx context.Context, t *testing.T, k framework.Kubectl, name string) deploymentTemplate {
 	t.Helper()
-	var d struct {
-		Metadata struct {
-			Generation int64 `json:"generation"`
-		} `json:"metadata"`
-		Spec struct {
-			Template struct {
-				Metadata struct {
-					Annotations map[string]string `json:"annotations"`
-				} `json:"metadata"`
-				Spec struct {
-					Containers []struct {
-						Image string `json:"image"`
-					} `json:"containers"`
-				} `json:"spec"`
-			} `json:"template"`
-		} `json:"spec"`
-	}
+	var d appsv1.Deployment
 	if err := k.GetJSON(ctx, &d, "deployment", name); err != nil {
 		t.Fatal(err)
 	}
-	out := deploymentTemplate{Generation: d.Metadata.Generation, Hash: d.Spec.Template.Metadata.Annotations[templateHashAnnotation]}
+	out := deploymentTemplate{Generation: d.Generation, Hash: d.Spec.Template.Annotations[templateHashAnnotation]}
 	for _, c := range d.Spec.Template.Spec.Containers {
 		out.Images = append(out.Images, c.Image)
 	}
@@ -774,6 +750,21 @@ func waitForCSVSucceeded(ctx context.Context, t *testing.T, k framework.Kubectl,
 	t.Logf("CSV %s is Succeeded", version)
 }
 
+// waitForCSVRemoved waits until CSV version is gone, as OLM deletes a CSV that another replaced.
+func waitForCSVRemoved(ctx context.Context, t *testing.T, k framework.Kubectl, version string) {
+	t.Helper()
+	waitFor(ctx, t, csvTimeout, "CSV "+version+" to be removed", func(ctx context.Context) error {
+		s, err := getCSV(ctx, k, catalog.CSVName(version))
+		if framework.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("CSV %s still exists: phase %q, reason %q", version, s.Phase, s.Reason)
+	})
+}
+
 // operatorDeployment is the part of the OLM-managed operator Deployment the test reads.
 type operatorDeployment struct {
 	UID   string
@@ -789,32 +780,11 @@ func waitForOperatorDeployment(ctx context.Context, t *testing.T, k framework.Ku
 	t.Helper()
 	var got operatorDeployment
 	waitFor(ctx, t, csvTimeout, "operator Deployment of CSV "+version, func(ctx context.Context) error {
-		var d struct {
-			Metadata struct {
-				UID    string            `json:"uid"`
-				Labels map[string]string `json:"labels"`
-			} `json:"metadata"`
-			Spec struct {
-				Template struct {
-					Metadata struct {
-						Annotations map[string]string `json:"annotations"`
-					} `json:"metadata"`
-					Spec struct {
-						Containers []struct {
-							Image string `json:"image"`
-						} `json:"containers"`
-					} `json:"spec"`
-				} `json:"template"`
-			} `json:"spec"`
-			Status struct {
-				AvailableReplicas int `json:"availableReplicas"`
-				UpdatedReplicas   int `json:"updatedReplicas"`
-			} `json:"status"`
-		}
+		var d appsv1.Deployment
 		if err := k.GetJSON(ctx, &d, "deployment", operatorName); err != nil {
 			return err
 		}
-		got = operatorDeployment{UID: d.Metadata.UID, Owner: d.Metadata.Labels["olm.owner"]}
+		got = operatorDeployment{UID: string(d.UID), Owner: d.Labels["olm.owner"]}
 		if c := d.Spec.Template.Spec.Containers; len(c) > 0 {
 			got.Image = c[0].Image
 		}
@@ -822,7 +792,7 @@ func waitForOperatorDeployment(ctx context.Context, t *testing.T, k framework.Ku
 			return fmt.Errorf("owner %q, image %q", got.Owner, got.Image)
 		}
 		// The operator's WATCH_NAMESPACE is a fieldRef to this pod annotation.
-		if ns, ok := d.Spec.Template.Metadata.Annotations[catalog.TargetNamespacesAnnotation]; !ok || ns != targets {
+		if ns, ok := d.Spec.Template.Annotations[catalog.TargetNamespacesAnnotation]; !ok || ns != targets {
 			return framework.Permanent(fmt.Errorf("pod template annotation %s = %q (set: %t), want %q",
 				catalog.TargetNamespacesAnnotation, ns, ok, targets))
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -223,16 +224,7 @@ func upgradeBehindTheSubscription(ctx context.Context, t *testing.T, k framework
 	setInstalledCSV(ctx, t, k, "0.0.2")
 	mustRun(ctx, t, k, "patch", upgradeCondition, "--type=merge", "-p", `{"spec":{"overrides":null}}`)
 	waitForCSVSucceeded(ctx, t, k, "0.0.2")
-	waitFor(ctx, t, csvTimeout, "CSV 0.0.1 to be removed", func(ctx context.Context) error {
-		s, err := getCSV(ctx, k, catalog.CSVName("0.0.1"))
-		if framework.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		return fmt.Errorf("CSV 0.0.1 still exists: phase %q, reason %q", s.Phase, s.Reason)
-	})
+	waitForCSVRemoved(ctx, t, k, "0.0.1")
 }
 
 // setInstalledCSV writes, as the catalog operator does once a CSV of the Subscription exists,
@@ -309,21 +301,7 @@ func applyOwnedCSV(ctx context.Context, t *testing.T, k framework.Kubectl, workD
 // Subscription's NAMESPACE_SELECTOR.
 func requireSelectorEnv(ctx context.Context, t *testing.T, k framework.Kubectl) {
 	t.Helper()
-	var d struct {
-		Spec struct {
-			Template struct {
-				Spec struct {
-					Containers []struct {
-						Name string `json:"name"`
-						Env  []struct {
-							Name  string `json:"name"`
-							Value string `json:"value"`
-						} `json:"env"`
-					} `json:"containers"`
-				} `json:"spec"`
-			} `json:"template"`
-		} `json:"spec"`
-	}
+	var d appsv1.Deployment
 	if err := k.GetJSON(ctx, &d, "deployment", operatorName); err != nil {
 		t.Fatal(err)
 	}

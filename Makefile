@@ -89,14 +89,16 @@ build: ## Build the static operator and sidecar binaries into tmp/_output/bin.
 	tmp/build/build.sh
 
 .PHONY: generate
-generate: ## Regenerate zz_generated.deepcopy.go, Gopkg.toml and Gopkg.lock.
+generate: ## Regenerate zz_generated.deepcopy.go, Gopkg.toml, Gopkg.lock and deploy/monitoring's PrometheusRules.
 	tmp/codegen/update-generated.sh
 	tmp/codegen/update-gopkg.sh
+	tmp/codegen/update-monitoring.sh
 
 .PHONY: verify
-verify: ## Fail when gofmt, go vet, generated code, Gopkg or the OLM catalog are stale.
+verify: ## Fail when gofmt, go vet, generated code, Gopkg, the PrometheusRules or the OLM catalog are stale.
 	tmp/codegen/verify-generated.sh
 	tmp/codegen/update-gopkg.sh --verify
+	tmp/codegen/update-monitoring.sh --verify
 	test/scripts/olm-catalog.sh --verify
 	@test -z "$$(gofmt -l cmd pkg test)" || { gofmt -l cmd pkg test; echo "gofmt: files above need formatting"; exit 1; }
 	$(SHARED_ENV) go vet $(SHARED_FLAGS) ./...

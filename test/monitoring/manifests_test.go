@@ -80,7 +80,7 @@ func TestPrometheusRuleManifests(t *testing.T) {
 					alerts[r.(map[string]interface{})["alert"].(string)] = true
 				}
 			}
-			tests := ruleTestsOf(t, alerts)
+			tests := ruleTestsOf(t, nil, alerts, nil)
 			tmp := t.TempDir()
 			for name, content := range map[string][]byte{"rules.yaml": extracted, "tests.yaml": tests} {
 				if err := os.WriteFile(filepath.Join(tmp, name), content, 0o644); err != nil {
@@ -97,13 +97,17 @@ func TestPrometheusRuleManifests(t *testing.T) {
 	}
 }
 
-// ruleTestsOf returns rules_test.yaml with the cases of alerts alone, on the rule
-// file rules.yaml, failing the test when an alert has no case.
-func ruleTestsOf(t *testing.T, alerts map[string]bool) []byte {
+// ruleTestsOf returns rules_test.yaml, its text changed by source when not nil,
+// with the cases of alerts alone, each changed by edit when not nil, on the rule
+// file rules.yaml; it fails the test when an alert has no case.
+func ruleTestsOf(t *testing.T, source func([]byte) []byte, alerts map[string]bool, edit func(tc map[string]interface{})) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, "rules_test.yaml"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if source != nil {
+		b = source(b)
 	}
 	var file map[string]interface{}
 	if err := yaml.Unmarshal(b, &file); err != nil {
@@ -112,13 +116,18 @@ func ruleTestsOf(t *testing.T, alerts map[string]bool) []byte {
 	var kept []interface{}
 	tested := map[string]bool{}
 	for _, tc := range file["tests"].([]interface{}) {
-		checks := tc.(map[string]interface{})["alert_rule_test"].([]interface{})
-		if alerts[checks[0].(map[string]interface{})["alertname"].(string)] {
-			for _, c := range checks {
-				tested[c.(map[string]interface{})["alertname"].(string)] = true
-			}
-			kept = append(kept, tc)
+		tc := tc.(map[string]interface{})
+		checks := tc["alert_rule_test"].([]interface{})
+		if !alerts[checks[0].(map[string]interface{})["alertname"].(string)] {
+			continue
 		}
+		if edit != nil {
+			edit(tc)
+		}
+		for _, c := range checks {
+			tested[c.(map[string]interface{})["alertname"].(string)] = true
+		}
+		kept = append(kept, tc)
 	}
 	for a := range alerts {
 		if !tested[a] {

@@ -681,17 +681,9 @@ func forMemcached(b []byte, memcached string) []byte {
 // the label memcached of the Memcached, and never for the neighbour's pod.
 func TestScopedRulesFireForTheirMemcachedOnly(t *testing.T) {
 	t.Parallel()
-	source, err := os.ReadFile(filepath.Join(dir, "rules_test.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	for memcached, scopedRules := range scopedRules {
 		t.Run(memcached, func(t *testing.T) {
 			t.Parallel()
-			var file map[string]interface{}
-			if err := yaml.Unmarshal(forMemcached(source, memcached), &file); err != nil {
-				t.Fatal(err)
-			}
 			var scoped ruleFile
 			rules, err := os.ReadFile(scopedRules)
 			if err != nil {
@@ -710,14 +702,7 @@ func TestScopedRulesFireForTheirMemcachedOnly(t *testing.T) {
 			neighbour := strings.NewReplacer(firing, fmt.Sprintf(`pod=%q`, podName(neighbours[memcached], "5b8c7d6e9", "abcde")),
 				fmt.Sprintf(`job=%q`, memcached), fmt.Sprintf(`job=%q`, neighbours[memcached]),
 				fmt.Sprintf(`memcached=%q`, memcached), fmt.Sprintf(`memcached=%q`, neighbours[memcached]))
-			var kept []interface{}
-			tested := map[string]bool{}
-			for _, tc := range file["tests"].([]interface{}) {
-				tc := tc.(map[string]interface{})
-				checks := tc["alert_rule_test"].([]interface{})
-				if !alerts[checks[0].(map[string]interface{})["alertname"].(string)] {
-					continue
-				}
+			out := ruleTestsOf(t, func(b []byte) []byte { return forMemcached(b, memcached) }, alerts, func(tc map[string]interface{}) {
 				series := tc["input_series"].([]interface{})
 				copied := 0
 				for _, s := range series {
@@ -731,27 +716,13 @@ func TestScopedRulesFireForTheirMemcachedOnly(t *testing.T) {
 					t.Errorf("test %q: no series of %s", tc["name"], firing)
 				}
 				tc["input_series"] = series
-				for _, c := range checks {
-					c := c.(map[string]interface{})
-					tested[c["alertname"].(string)] = true
-					exp, _ := c["exp_alerts"].([]interface{})
+				for _, c := range tc["alert_rule_test"].([]interface{}) {
+					exp, _ := c.(map[string]interface{})["exp_alerts"].([]interface{})
 					for _, e := range exp {
 						e.(map[string]interface{})["exp_labels"].(map[string]interface{})["memcached"] = memcached
 					}
 				}
-				kept = append(kept, tc)
-			}
-			for a := range alerts {
-				if !tested[a] {
-					t.Errorf("rules_test.yaml has no case of %s", a)
-				}
-			}
-			file["tests"] = kept
-			file["rule_files"] = []string{"rules.yaml"}
-			out, err := yaml.Marshal(file)
-			if err != nil {
-				t.Fatal(err)
-			}
+			})
 			tmp := t.TempDir()
 			for name, content := range map[string][]byte{"rules.yaml": rules, "tests.yaml": out} {
 				if err := os.WriteFile(filepath.Join(tmp, name), content, 0o644); err != nil {

@@ -41,19 +41,7 @@ func TestRefreshFailureInStatus(t *testing.T) {
 	badCert, _, _ := ca.issue(t, 101)
 	_, otherKey, _ := ca.issue(t, 102)
 	applySecret(t, admin, secret, "kubernetes.io/tls", map[string][]byte{"tls.crt": badCert, "tls.key": otherKey})
-	start := time.Now()
-	var degraded *framework.Condition
-	err = framework.Eventually(ctx, reportBudget, "Degraded=True CertificateRefreshFailed naming pod "+pod, func(ctx context.Context) error {
-		degraded, err = sidecarDegraded(ctx, name, "CertificateRefreshFailed", "pod "+pod+":", "private key does not match public key")
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%v after the Secret's change: Degraded=True %s: %s", time.Since(start).Round(time.Second), degraded.Reason, degraded.Message)
-	if err := waitWarningEvent(ctx, admin, name, "CertificateRefreshFailed", degraded.Message, reportBudget-time.Since(start)); err != nil {
-		t.Error(err)
-	}
+	requireSidecarReport(ctx, t, name, pod, "CertificateRefreshFailed", "private key does not match public key")
 	c, peer, err := dialTLS(ctx, addr, ca, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +53,7 @@ func TestRefreshFailureInStatus(t *testing.T) {
 
 	goodCert, goodKey, _ := ca.issue(t, 103)
 	applySecret(t, admin, secret, "kubernetes.io/tls", map[string][]byte{"tls.crt": goodCert, "tls.key": goodKey})
-	start = time.Now()
+	start := time.Now()
 	requireHealedWithoutRestart(ctx, t, admin, name, before, start, reportBudget, "memcached to serve the good pair (serial 103)", func(ctx context.Context) error {
 		c, peer, err := dialTLS(ctx, addr, ca, nil)
 		if err != nil {
@@ -139,31 +127,41 @@ func TestMalformedPasswordsInStatus(t *testing.T) {
 	}
 
 	applySecret(t, admin, secret, "Opaque", map[string][]byte{"passwords": []byte("app:old-password\n\nnew:new-password\n")})
-	start := time.Now()
-	var degraded *framework.Condition
-	err = framework.Eventually(ctx, reportBudget, "Degraded=True AuthReloadFailed naming pod "+pod, func(ctx context.Context) error {
-		degraded, err = sidecarDegraded(ctx, name, "AuthReloadFailed", "pod "+pod+":", "line 2 is not user:password")
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%v after the Secret's change: Degraded=True %s: %s", time.Since(start).Round(time.Second), degraded.Reason, degraded.Message)
-	if err := waitWarningEvent(ctx, admin, name, "AuthReloadFailed", degraded.Message, reportBudget-time.Since(start)); err != nil {
-		t.Error(err)
-	}
+	requireSidecarReport(ctx, t, name, pod, "AuthReloadFailed", "line 2 is not user:password")
 	if reply, err := login(ctx, "app", "old-password"); err != nil || reply != "STORED" {
 		t.Errorf("the old password while the file is malformed: %q, %v; want STORED", reply, err)
 	}
 
 	applySecret(t, admin, secret, "Opaque", map[string][]byte{"passwords": []byte("new:new-password\n")})
-	start = time.Now()
+	start := time.Now()
 	requireHealedWithoutRestart(ctx, t, admin, name, before, start, reportBudget, "the new password to log in", func(ctx context.Context) error {
 		if reply, err := login(ctx, "new", "new-password"); err != nil || reply != "STORED" {
 			return fmt.Errorf("login as new: %q, %v", reply, err)
 		}
 		return nil
 	})
+}
+
+// requireSidecarReport waits up to reportBudget, from the Secret's change just
+// applied, for Memcached name to be Degraded=True reason with a message that
+// names pod and says want, as the sidecar's report gives it, and then for the
+// Warning Event of that message.
+func requireSidecarReport(ctx context.Context, t *testing.T, name, pod, reason, want string) {
+	t.Helper()
+	start := time.Now()
+	var degraded *framework.Condition
+	err := framework.Eventually(ctx, reportBudget, "Degraded=True "+reason+" naming pod "+pod, func(ctx context.Context) error {
+		var err error
+		degraded, err = sidecarDegraded(ctx, name, reason, "pod "+pod+":", want)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%v after the Secret's change: Degraded=True %s: %s", time.Since(start).Round(time.Second), degraded.Reason, degraded.Message)
+	if err := waitWarningEvent(ctx, admin, name, reason, degraded.Message, reportBudget-time.Since(start)); err != nil {
+		t.Error(err)
+	}
 }
 
 // waitWarningEvent waits up to budget for a Warning Event reason about

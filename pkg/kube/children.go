@@ -329,12 +329,24 @@ func (c *children) convertUpdates(namespace, name string, uid types.UID) error {
 // one, and maybe created another, within the lag of the operator's cache.
 var ErrReplaced = errors.New("replaced since the operator's cache showed it")
 
+// ErrChanged reports that a patch was refused because the object changed
+// since the operator's cache showed it: the patch set the resourceVersion
+// that the cache showed, which the API server takes as a precondition.
+// Nothing failed: the caller runs again once the cache shows the change.
+var ErrChanged = errors.New("changed since the operator's cache showed it")
+
 // patch sends a JSON patch whose first operation tests that the object's UID is
 // uid (see memcached.JSONPatchSet). The API server refuses a failed test as an
 // invalid request, as it refuses a patch that breaks validation; only then the
-// object is read, to tell the two apart.
+// object is read, to tell the two apart. It refuses a patch that sets a
+// resourceVersion other than the object's as a conflict, which no other
+// JSON patch meets, since the API server retries those itself: that error
+// wraps ErrChanged.
 func (c *children) patch(namespace, name string, uid types.UID, patch []byte) error {
 	err := c.client.Patch(types.JSONPatchType).Namespace(namespace).Resource(c.kind.Resource.Resource).Name(name).Body(patch).Do().Error()
+	if apierrors.IsConflict(err) {
+		return fmt.Errorf("%s %s/%s %w: %v", c.kind, namespace, name, ErrChanged, err)
+	}
 	if !apierrors.IsInvalid(err) {
 		return err
 	}

@@ -355,13 +355,14 @@ func TestCachedClientPatchTellsAReplacedChild(t *testing.T) {
 		current      interface{} // what a GET returns; nil is 404
 		wantReplaced bool
 		wantInvalid  bool
+		wantChanged  bool
 		wantRequests []string
 	}{
 		{name: "accepted", patch: withUID("uid-1"), current: withUID("uid-1"), wantRequests: []string{"PATCH"}},
 		{name: "another object of that name", patch: invalid, current: withUID("uid-2"), wantReplaced: true, wantRequests: []string{"PATCH", "GET"}},
 		{name: "gone", patch: invalid, current: nil, wantReplaced: true, wantRequests: []string{"PATCH", "GET"}},
 		{name: "the same object, an invalid patch", patch: invalid, current: withUID("uid-1"), wantInvalid: true, wantRequests: []string{"PATCH", "GET"}},
-		{name: "other errors are not read about", patch: conflict, current: withUID("uid-2"), wantRequests: []string{"PATCH"}},
+		{name: "a conflict, of a patch that sets the resourceVersion, is a change and not read about", patch: conflict, current: withUID("uid-2"), wantChanged: true, wantRequests: []string{"PATCH"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -379,6 +380,9 @@ func TestCachedClientPatchTellsAReplacedChild(t *testing.T) {
 			}
 			if got := apierrors.IsInvalid(err); got != tt.wantInvalid {
 				t.Errorf("IsInvalid(%v): got %v, want %v", err, got, tt.wantInvalid)
+			}
+			if got := errors.Is(err, ErrChanged); got != tt.wantChanged {
+				t.Errorf("errors.Is(%v, ErrChanged): got %v, want %v", err, got, tt.wantChanged)
 			}
 			var methods []string
 			for _, r := range api.Got() {

@@ -98,22 +98,38 @@ func DiscoveryCluster(cm *corev1.ConfigMap) (sidecar.Cluster, bool) {
 
 // NextCluster returns the membership m's discovery ConfigMap should hold
 // for the Ready nodes, given what it holds now (stored, ok false when it
-// holds nothing the sidecar serves, or does not exist) and the highest
-// version m's status records. It returns stored itself while that lists
-// the nodes at a version no lower than the status's, so that the
-// ConfigMap is written only when the membership changes. Otherwise the
-// version is one above the highest of the two: it never goes back, across
-// an operator restart, a new leader, or a ConfigMap deleted or edited by
-// hand, since both are read back from the cluster.
-func NextCluster(m *v1alpha1.Memcached, stored sidecar.Cluster, ok bool, nodes []sidecar.Node) sidecar.Cluster {
-	recorded := m.Status.DiscoveryVersion
-	if ok && stored.Version >= recorded && sidecar.SameNodes(stored.Nodes, nodes) {
+// holds nothing the sidecar serves, or does not exist) and floor, the
+// highest version known to be served or recorded besides: m's status,
+// the operator's own last write, a ConfigMap of an earlier Memcached of
+// m's name. It returns stored itself while that lists the nodes at a
+// version no lower than floor, so that the ConfigMap is written only when
+// the membership changes. Otherwise the version is one above the highest
+// of the two: it never goes back, across an operator restart, a new
+// leader, a Memcached deleted and created again, or a ConfigMap deleted or
+// edited by hand, since each is read back from the cluster.
+func NextCluster(floor int64, stored sidecar.Cluster, ok bool, nodes []sidecar.Node) sidecar.Cluster {
+	if ok && stored.Version >= floor && sidecar.SameNodes(stored.Nodes, nodes) {
 		return stored
 	}
-	if ok && stored.Version > recorded {
-		recorded = stored.Version
+	if ok && stored.Version > floor {
+		floor = stored.Version
 	}
-	return sidecar.Cluster{Version: recorded + 1, Nodes: nodes}
+	return sidecar.Cluster{Version: floor + 1, Nodes: nodes}
+}
+
+// FormerChild reports whether o is the child of an earlier Memcached of
+// m's name, which was deleted and then m created, as by kubectl replace
+// --force or a GitOps re-sync: its controller is a Memcached of this API
+// group of m's name but not m's UID. The garbage collector removes it, but
+// until then m's new pods may mount it; what it holds tells how far its
+// clients have come.
+func FormerChild(o metav1.Object, m *v1alpha1.Memcached) bool {
+	ref := metav1.GetControllerOf(o)
+	if ref == nil || ref.Kind != v1alpha1.Kind || ref.Name != m.Name || ref.UID == m.UID {
+		return false
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	return err == nil && gv.Group == v1alpha1.GroupName
 }
 
 // discoveryVolumes are the pod's volume of m's discovery ConfigMap, and

@@ -83,13 +83,11 @@ func TestNextCluster(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := memcachedtest.NewMemcached("example", 2)
-			m.Status.DiscoveryVersion = tt.recorded
 			var stored sidecar.Cluster
 			if tt.stored != nil {
 				stored = *tt.stored
 			}
-			if got := memcached.NextCluster(m, stored, tt.stored != nil, tt.nodes); !reflect.DeepEqual(got, tt.want) {
+			if got := memcached.NextCluster(tt.recorded, stored, tt.stored != nil, tt.nodes); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got %+v, want %+v", got, tt.want)
 			}
 		})

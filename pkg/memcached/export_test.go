@@ -86,3 +86,6 @@ var ScopeExpr = scopeExpr
 
 // CacheRules returns rules.yaml's CacheRuleGroup as the operator read it.
 func CacheRules() (RuleGroup, error) { return cacheRules, cacheRulesErr }
+
+// LegacySpecHash is the record of operator versions before templateSpec.
+var LegacySpecHash = legacySpecHash

@@ -9,8 +9,8 @@ import (
 
 const (
 	// SpecHashAnnotation, on the Deployment's pod template, holds a hash of
-	// the Memcached's spec, without spec.size, that the template was built
-	// from. When the template differs from the desired one but the spec does
+	// what of the Memcached's spec reaches the template (see SpecHash), of
+	// the spec that the template was built from. When the template differs from the desired one but the spec does
 	// not differ from the recorded one, the difference is the operator's.
 	// It is set after the template is hashed, so that it never rolls pods by
 	// itself.
@@ -26,32 +26,99 @@ const (
 	ReasonRollPending = "RollPending"
 )
 
-// SpecHash is a short hash of m's spec without spec.size, which the
-// Deployment's replicas carry instead of its template, and without
-// spec.maintenanceWindow, which the template does not depend on: a change
-// of the window alone must not make the operator's pending change look
-// like the user's, which would roll it at once. A spec without either
-// hashes as it did before the window existed.
+// SpecHash is a short hash of what of m's spec reaches the pod template
+// (see templateSpec). A spec edit that changes nothing of the template
+// must change nothing of the hash: the template step writes nothing for
+// it, so the hash recorded on the template (SpecHashAnnotation) stays the
+// one of the spec before the edit, and a hash that moved would make the
+// operator's next change of the template, a new default image under
+// --maintenance-window, look like the user's, and roll at once, outside
+// the window and the pacing; a roll of the operator's that waits would
+// start at the edit. A spec without any field that templateSpec drops
+// or normalises hashes as it did before.
 func SpecHash(m *v1alpha1.Memcached) (string, error) {
+	return shortHash(templateSpec(m))
+}
+
+// legacySpecHash is SpecHash as operator versions before templateSpec
+// computed it: the spec without spec.size and spec.maintenanceWindow.
+// Their Deployments keep that record until the template next changes,
+// since rewriting it would roll their pods; OperatorChanged accepts it, so
+// that the upgrade itself is no spec change. The two agree on every spec
+// that holds nothing templateSpec drops or normalises, so such a record
+// also stays good through the template-neutral edits after the upgrade.
+func legacySpecHash(m *v1alpha1.Memcached) (string, error) {
 	spec := m.Spec.DeepCopy()
 	spec.Size = 0
 	spec.MaintenanceWindow = nil
 	return shortHash(spec)
 }
 
+// templateSpec returns a copy of m's spec reduced to what the pod template
+// depends on, the operator's own inputs (its default and sidecar images,
+// its release) aside. It is a spec, not the template: the template of the
+// same spec changes with each operator release, and the record must tell
+// such a change from the user's across the upgrade. Every field of the
+// spec is kept, dropped or normalised here, as
+// TestSpecHashFollowsThePodTemplate checks field by field:
+//   - spec.size, which the Deployment's replicas carry, and
+//     spec.maintenanceWindow, which says when the operator rolls, are
+//     dropped;
+//   - spec.monitoring reaches the template only through enabled: its
+//     labels and prometheusRule shape the ServiceMonitor and the
+//     PrometheusRule, and a block that is off is no block;
+//   - spec.discovery that is off is none;
+//   - spec.tls.clientCertificates None is the default, "";
+//   - spec.memoryMB equal to what the memory limit derives is none, and
+//     spec.resources whose JSON is the default's, which the template holds
+//     as JSON, is none.
+//
+// Only edits whose templates are identical collapse here: one that merges
+// two specs of different templates would make the user's change wait as
+// the operator's.
+func templateSpec(m *v1alpha1.Memcached) *v1alpha1.MemcachedSpec {
+	spec := m.Spec.DeepCopy()
+	spec.Size = 0
+	spec.MaintenanceWindow = nil
+	spec.Monitoring, spec.Discovery = nil, nil
+	if Monitored(m) {
+		spec.Monitoring = &v1alpha1.MemcachedMonitoring{Enabled: true}
+	}
+	if Discovered(m) {
+		spec.Discovery = &v1alpha1.MemcachedDiscovery{Enabled: true}
+	}
+	if spec.TLS != nil && spec.TLS.ClientCertificates == v1alpha1.ClientCertificatesNone {
+		spec.TLS.ClientCertificates = ""
+	}
+	if spec.MemoryMB != nil {
+		derived := &v1alpha1.Memcached{Spec: v1alpha1.MemcachedSpec{Resources: spec.Resources}}
+		if *spec.MemoryMB == cacheMB(derived) {
+			spec.MemoryMB = nil
+		}
+	}
+	if spec.Resources != nil && equalJSON(*spec.Resources, memcachedResources(&v1alpha1.Memcached{})) {
+		spec.Resources = nil
+	}
+	return spec
+}
+
 // OperatorChanged reports whether d's pod template, which differs from the
 // one m asks for, differs because of the operator rather than m's spec: the
 // template records the spec it was built from and m's spec is still that
-// one. A template of an operator version that recorded no spec counts as
-// the operator's when the status shows that the operator has seen m's
-// current generation, since it then applied it already.
+// one, as SpecHash, or, for a record of an earlier operator version, as
+// legacySpecHash, sees it. A template of an operator version that recorded
+// no spec counts as the operator's when the status shows that the operator
+// has seen m's current generation, since it then applied it already.
 func OperatorChanged(m *v1alpha1.Memcached, d *appsv1.Deployment) bool {
 	recorded, ok := d.Spec.Template.Annotations[SpecHashAnnotation]
 	if !ok {
 		return m.Status.ObservedGeneration == m.Generation
 	}
-	current, err := SpecHash(m)
-	return err == nil && recorded == current
+	if current, err := SpecHash(m); err == nil && recorded == current {
+		return true
+	}
+	legacy, err := legacySpecHash(m)
+	return err == nil && recorded == legacy
 }
 
 // PacedRollInFlight reports whether d holds a roll slot: its template was

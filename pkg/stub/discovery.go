@@ -56,8 +56,13 @@ var discoveryChild = &ownedChild[*corev1.ConfigMap]{
 	holds: func(got, want *corev1.ConfigMap) bool {
 		return got.Data[memcached.DiscoveryKey] == want.Data[memcached.DiscoveryKey]
 	},
-	restore: func(_, want *corev1.ConfigMap) map[string]interface{} {
-		return map[string]interface{}{"/data": want.Data}
+	// The resourceVersion is the write's precondition: a ConfigMap that
+	// changed since the cache showed it may hold a version as high as the
+	// one computed from the cache, and the API server refuses the patch
+	// (kube.ErrChanged) instead of letting a stale cache write an equal or
+	// lower version than clients have seen.
+	restore: func(got, want *corev1.ConfigMap) map[string]interface{} {
+		return map[string]interface{}{"/data": want.Data, "/metadata/resourceVersion": got.ResourceVersion}
 	},
 	wrote: func(h *Handler, m *v1alpha1.Memcached, written *corev1.ConfigMap) {
 		if c, ok := memcached.DiscoveryCluster(written); ok {
@@ -81,12 +86,17 @@ var configMapKind = &kube.Kind{
 // wantDiscovery returns the discovery ConfigMap of m: the membership of
 // m's Ready pods as the client's cache shows them, at the version that
 // memcached.NextCluster gives against the ConfigMap that the cache holds,
-// if it is m's own, or against what this process last wrote into it, when
-// that is newer: the cache shows a write of the operator's own a moment
-// after it, and a reconcile in that moment whose pods changed again must
-// still go one version above the write, not reuse its version for another
-// membership. A restart or a new leader starts from the cache alone, which
-// then holds every write before it.
+// if it is m's own, above the floor of discoveryFloor. What this process
+// last wrote counts as what the ConfigMap holds when it is newer than the
+// cache's: the cache shows a write of the operator's own a moment after
+// it, and a reconcile in that moment whose pods changed again must still
+// go one version above the write, not reuse its version for another
+// membership. A ConfigMap that the cache does not show is written again
+// above every version known, never at one of them: its clients have seen
+// the last one. The write itself carries the resourceVersion of what the
+// cache showed (see discoveryChild's restore), so that a cache further
+// behind than this process's memory never writes a version that is not
+// above the ConfigMap's.
 func wantDiscovery(h *Handler, m *v1alpha1.Memcached) (*corev1.ConfigMap, error) {
 	pods, err := h.client.ListPods(m.Namespace, m.Name)
 	if err != nil {
@@ -96,15 +106,18 @@ func wantDiscovery(h *Handler, m *v1alpha1.Memcached) (*corev1.ConfigMap, error)
 	if err != nil && !isGone(err) {
 		return nil, fmt.Errorf("failed to get configmap %s/%s: %v", m.Namespace, m.Name, err)
 	}
+	if err != nil {
+		got = nil
+	}
 	var stored sidecar.Cluster
 	ok := false
-	if err == nil && got.GetDeletionTimestamp() == nil && metav1.IsControlledBy(got, m) {
+	if got != nil && got.GetDeletionTimestamp() == nil && metav1.IsControlledBy(got, m) {
 		stored, ok = memcached.DiscoveryCluster(got)
 	}
-	if w, found := h.written.get(m.Namespace+"/"+m.Name, m.UID); found && (!ok || w.Version > stored.Version) {
-		stored, ok = w, true
+	if w, found := h.written.get(m.Namespace+"/"+m.Name, m.UID); found && ok && w.Version > stored.Version {
+		stored = w
 	}
-	next := memcached.NextCluster(m, stored, ok, memcached.ReadyNodes(memcached.OwnPods(m.Name, pods)))
+	next := memcached.NextCluster(h.discoveryFloor(m, got), stored, ok, memcached.ReadyNodes(memcached.OwnPods(m.Name, pods)))
 	return memcached.NewDiscoveryConfigMap(m, next), nil
 }
 
@@ -116,17 +129,46 @@ func trimConfigMap(cm *corev1.ConfigMap) {
 }
 
 // discoveryVersion returns the version of the membership that m's status
-// should record: the highest of the status's own and the one that m's
-// discovery ConfigMap holds, as the cache shows it. It stays when
-// discovery is off and the ConfigMap is gone, so that turning discovery on
-// again goes on above it.
+// should record: discoveryFloor, and the version that m's own discovery
+// ConfigMap holds, as the cache shows it. It is recorded whether or not
+// discovery is on, so that turning discovery off and on again, even
+// across an operator restart, goes on above every version written. Only
+// a Memcached with discovery, or whose status records a version, may have
+// a ConfigMap, so the others cost no read.
 func (h *Handler) discoveryVersion(m *v1alpha1.Memcached) int64 {
-	v := m.Status.DiscoveryVersion
-	if !memcached.Discovered(m) {
-		return v
+	if !memcached.Discovered(m) && m.Status.DiscoveryVersion == 0 {
+		return h.discoveryFloor(m, nil)
 	}
 	got, err := typed[*corev1.ConfigMap]{h.client, configMapKind}.get(m.Namespace, m.Name)
-	if err != nil || !metav1.IsControlledBy(got, m) {
+	if err != nil {
+		got = nil
+	}
+	v := h.discoveryFloor(m, got)
+	if got == nil || !metav1.IsControlledBy(got, m) {
+		return v
+	}
+	if c, ok := memcached.DiscoveryCluster(got); ok && c.Version > v {
+		v = c.Version
+	}
+	return v
+}
+
+// discoveryFloor returns the highest version of m's membership that its
+// clients may have seen besides what m's own ConfigMap holds: the status's
+// DiscoveryVersion, what this process last wrote for m, and what got, the
+// ConfigMap of m's name as the cache shows it (nil for none), holds when
+// it is the child of an earlier Memcached of m's name (see
+// memcached.FormerChild): m's new pods may mount it before the garbage
+// collector removes it, and its clients keep its version. The status
+// records the floor (see discoveryVersion), so that a fresh operator,
+// which knows nothing of the earlier ConfigMap once it is gone, still goes
+// on above it.
+func (h *Handler) discoveryFloor(m *v1alpha1.Memcached, got *corev1.ConfigMap) int64 {
+	v := m.Status.DiscoveryVersion
+	if w, ok := h.written.get(m.Namespace+"/"+m.Name, m.UID); ok && w.Version > v {
+		v = w.Version
+	}
+	if got == nil || !memcached.FormerChild(got, m) {
 		return v
 	}
 	if c, ok := memcached.DiscoveryCluster(got); ok && c.Version > v {

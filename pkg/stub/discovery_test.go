@@ -1,6 +1,7 @@
 package stub
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -217,7 +218,8 @@ func TestDiscoveryFollowsTheMembership(t *testing.T) {
 }
 
 // TestDiscoveryIsOffByDefault: without spec.discovery, or with it
-// disabled, a Memcached gets no ConfigMap, costs no ConfigMap read, and
+// disabled, a Memcached gets no ConfigMap, costs no ConfigMap read unless
+// its status records a version (then the status's cache read), and
 // its Service and pods have no discovery port; once discovery is turned
 // off, its own ConfigMap is deleted, and someone else's is left alone.
 func TestDiscoveryIsOffByDefault(t *testing.T) {
@@ -238,10 +240,10 @@ func TestDiscoveryIsOffByDefault(t *testing.T) {
 		{name: "disabled, never on", m: withDiscovery(base, 0).DeepCopy(), wantActions: nil},
 		{
 			name: "turned off", m: off, existing: discoveryConfigMap(off, "3\n"+twoNodes),
-			wantActions: []string{"get configmap test/example", "delete configmap test/example"}, wantEvent: "Normal DiscoveryDeleted",
+			wantActions: []string{"get configmap test/example", "delete configmap test/example", "get configmap test/example"}, wantEvent: "Normal DiscoveryDeleted",
 		},
-		{name: "turned off, already gone", m: off, wantActions: []string{"get configmap test/example"}},
-		{name: "turned off, someone else's", m: off, existing: foreign, wantActions: []string{"get configmap test/example"}, wantLeft: true},
+		{name: "turned off, already gone", m: off, wantActions: []string{"get configmap test/example", "get configmap test/example"}},
+		{name: "turned off, someone else's", m: off, existing: foreign, wantActions: []string{"get configmap test/example", "get configmap test/example"}, wantLeft: true},
 	}
 	tests[1].m.Spec.Discovery.Enabled = false
 	for _, tt := range tests {
@@ -336,5 +338,118 @@ func TestDiscoveryGoesOnFromItsOwnWrite(t *testing.T) {
 	}
 	if got := f.client.configMaps["test/example"].Data[memcached.DiscoveryKey]; got != "2\n"+threeNodes {
 		t.Errorf("second write: got %q, want version 2 with the third pod", got)
+	}
+}
+
+// TestDiscoveryGoesOnAboveAnEarlierMemcachedOfTheName: a Memcached
+// deleted and created again while its ConfigMap is left, which the new
+// pods may mount until the garbage collector removes it: the status
+// records the old ConfigMap's version, and the new ConfigMap goes on above
+// it, also from a fresh operator that never saw the old one.
+func TestDiscoveryGoesOnAboveAnEarlierMemcachedOfTheName(t *testing.T) {
+	earlier := withDiscovery(memcachedtest.NewMemcached("example", 2), 57)
+	m := withDiscovery(memcachedtest.NewMemcached("example", 2), 0)
+	m.UID = "uid-example-again"
+	left := discoveryConfigMap(earlier, "57\n198.18.0.7|198.18.0.7|11211\n")
+	f := newFixture(t, append(inSync(m, 2, readyPod(m, "example-a", "198.18.0.10", true), readyPod(m, "example-b", "198.18.0.2", true)), runtime.Object(left))...)
+
+	if err := f.handle(m, false); err == nil {
+		t.Fatalf("Handle: got nil, want the earlier ConfigMap reported as not m's")
+	}
+	if got := f.client.statuses[len(f.client.statuses)-1].DiscoveryVersion; got != 57 {
+		t.Fatalf("status.discoveryVersion: got %d, want 57, the earlier ConfigMap's", got)
+	}
+
+	// The garbage collector removes the earlier ConfigMap; the operator
+	// restarts and knows only the cluster.
+	delete(f.client.configMaps, "test/example")
+	f.restart(memcachedtest.Image)
+	f.reconcileKeys("test/example")
+	if got := f.client.configMaps["test/example"].Data[memcached.DiscoveryKey]; got != "58\n"+twoNodes {
+		t.Errorf("configmap: got %q, want version 58, above the earlier one", got)
+	}
+}
+
+// TestDiscoveryWritesOnlyOverWhatTheCacheShowed: a write of the
+// membership carries the resourceVersion of the ConfigMap that the cache
+// showed; a cache behind a write of another leader's, which computed a
+// version that clients have seen already, writes nothing, and the next
+// reconcile, from the cache that caught up, goes on above that write.
+func TestDiscoveryWritesOnlyOverWhatTheCacheShowed(t *testing.T) {
+	m := withDiscovery(memcachedtest.NewMemcached("example", 2), 4)
+	stale := discoveryConfigMap(m, "4\n"+threeNodes)
+	stale.ResourceVersion = "11"
+	current := discoveryConfigMap(m, "5\n"+threeNodes)
+	current.ResourceVersion = "12"
+	f := newFixture(t, append(inSync(m, 2, readyPod(m, "example-a", "198.18.0.10", true), readyPod(m, "example-b", "198.18.0.2", true)), runtime.Object(current))...)
+	f.client.cached["configmap test/example"] = stale
+
+	err := f.handle(m, false)
+
+	if !IsStale(err) {
+		t.Fatalf("Handle: got %v, want a stale write, retried", err)
+	}
+	if got := f.client.configMaps["test/example"].Data[memcached.DiscoveryKey]; got != "5\n"+threeNodes {
+		t.Fatalf("configmap: got %q, want the other leader's write left alone", got)
+	}
+
+	delete(f.client.cached, "configmap test/example")
+	f.reconcileKeys("test/example")
+	if got := f.client.configMaps["test/example"].Data[memcached.DiscoveryKey]; got != "6\n"+twoNodes {
+		t.Errorf("configmap: got %q, want version 6", got)
+	}
+}
+
+// TestDiscoveryConfigMapDeletedByHandComesBackAbove: a ConfigMap deleted
+// by hand is written again above the version it held, which its clients
+// have seen, not at it, even by the operator that wrote it and remembers
+// the write.
+func TestDiscoveryConfigMapDeletedByHandComesBackAbove(t *testing.T) {
+	m := withDiscovery(memcachedtest.NewMemcached("example", 2), 0)
+	f := newFixture(t, inSync(m, 2, readyPod(m, "example-a", "198.18.0.10", true), readyPod(m, "example-b", "198.18.0.2", true))...)
+	if err := f.handle(m, false); err != nil {
+		t.Fatal(err)
+	}
+	delete(f.client.configMaps, "test/example")
+
+	f.reconcileKeys("test/example")
+
+	if got := f.client.configMaps["test/example"].Data[memcached.DiscoveryKey]; got != "2\n"+twoNodes {
+		t.Errorf("configmap: got %q, want version 2, above the deleted one", got)
+	}
+	if got := f.client.statuses[len(f.client.statuses)-1].DiscoveryVersion; got != 2 {
+		t.Errorf("status.discoveryVersion: got %d, want 2", got)
+	}
+}
+
+// TestDiscoveryOffAndOnAcrossARestartGoesOn: a version written in a
+// reconcile whose status write failed, then discovery turned off, and on
+// again by a fresh operator: the status recorded the written version when
+// discovery went off, and the new ConfigMap goes on above it.
+func TestDiscoveryOffAndOnAcrossARestartGoesOn(t *testing.T) {
+	m := withDiscovery(memcachedtest.NewMemcached("example", 2), 3)
+	f := newFixture(t, append(inSync(m, 2, readyPod(m, "example-a", "198.18.0.10", true), readyPod(m, "example-b", "198.18.0.2", true),
+		readyPod(m, "example-c", "198.18.0.3", true)), runtime.Object(discoveryConfigMap(m, "3\n"+twoNodes)))...)
+	f.client.failOn["update memcached/status"] = fmt.Errorf("etcd is away")
+	if err := f.handle(m, false); err == nil {
+		t.Fatal("Handle: got nil, want the status write's error")
+	}
+	if got := f.client.configMaps["test/example"].Data[memcached.DiscoveryKey]; got != "4\n"+threeNodes {
+		t.Fatalf("configmap: got %q, want version 4", got)
+	}
+	delete(f.client.failOn, "update memcached/status")
+	f.edited(m, func(m *v1alpha1.Memcached) { m.Spec.Discovery.Enabled = false })
+	f.reconcileKeys("test/example")
+	if _, left := f.client.configMaps["test/example"]; left {
+		t.Fatal("configmap left after discovery went off")
+	}
+
+	f.restart(memcachedtest.Image)
+	f.client.pods[2].Status.Conditions[0].Status = corev1.ConditionFalse
+	f.edited(f.client.memcacheds["test/example"], func(m *v1alpha1.Memcached) { m.Spec.Discovery.Enabled = true })
+	f.reconcileKeys("test/example")
+
+	if got := f.client.configMaps["test/example"].Data[memcached.DiscoveryKey]; got != "5\n"+twoNodes {
+		t.Errorf("configmap: got %q, want version 5: 4 was served with three pods", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -48,6 +49,10 @@ type fakeClient struct {
 	// namespace/name, show this UID instead of the stored one: the cache
 	// still shows an object that has since been replaced.
 	cachedUID map[string]types.UID
+	// cached makes the Get calls of an object, by kind and namespace/name,
+	// return this one instead of the stored one: the cache has not seen
+	// the latest writes.
+	cached map[string]kube.Object
 	// stores holds the stores above, and any a test adds, by resource.
 	stores map[schema.GroupResource]fakeStore
 	// failOn makes the call whose action starts with the key fail with the value.
@@ -77,6 +82,7 @@ func newFakeClient(objects ...runtime.Object) *fakeClient {
 		failOn:          map[string]error{},
 		uncached:        map[string]bool{},
 		cachedUID:       map[string]types.UID{},
+		cached:          map[string]kube.Object{},
 	}
 	f.stores = map[schema.GroupResource]fakeStore{
 		memcached.DeploymentResource:                typedStore[*appsv1.Deployment]{"deployment", memcached.DeploymentResource, f.deployments},
@@ -348,6 +354,9 @@ func fakeGet[T fakeObject[T]](f *fakeClient, kind string, gr schema.GroupResourc
 	if err := f.record("get " + action); err != nil {
 		return zero, err
 	}
+	if c, ok := f.cached[action]; ok {
+		return c.(T).DeepCopy(), nil
+	}
 	o, ok := objects[key(namespace, name)]
 	if !ok || f.uncached[action] {
 		return zero, apierrors.NewNotFound(gr, name)
@@ -424,6 +433,13 @@ func fakePatch[T fakeObject[T]](f *fakeClient, kind string, gr schema.GroupResou
 		return fmt.Errorf("fake client: patch %s does not begin by testing that the UID is %s", patch, uid)
 	}
 	for _, op := range ops[1:] {
+		if op.Op == "add" && op.Path == "/metadata/resourceVersion" && op.Value != o.GetResourceVersion() {
+			// A resourceVersion in a patch is its precondition, as
+			// CachedClient reports its conflict.
+			return fmt.Errorf("%s %s %w: %v", gr.String(), key(namespace, name), kube.ErrChanged, apierrors.NewConflict(gr, name, fmt.Errorf("the object has been modified")))
+		}
+	}
+	for _, op := range ops[1:] {
 		fields := strings.Split(strings.TrimPrefix(op.Path, "/"), "/")
 		for i, f := range fields {
 			// JSON pointer escapes (RFC 6901), as in an annotation key's "/".
@@ -447,6 +463,9 @@ func fakePatch[T fakeObject[T]](f *fakeClient, kind string, gr schema.GroupResou
 	updated := o.DeepCopy()
 	if err := setContent(content, updated); err != nil {
 		return err
+	}
+	if rv, err := strconv.Atoi(updated.GetResourceVersion()); err == nil {
+		updated.SetResourceVersion(strconv.Itoa(rv + 1))
 	}
 	setsPodSpec := false
 	for _, op := range ops {

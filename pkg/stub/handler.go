@@ -138,11 +138,11 @@ func (h *Handler) ObserveReconciles(observe ReconcileObserver) {
 
 // IsStale reports whether err, returned by a reconcile, only says that a
 // write lost a race with a newer version of the object, or with a child's
-// replacement (kube.ErrReplaced), or was not sent because this process may
+// replacement (kube.ErrReplaced) or change (kube.ErrChanged), or was not sent because this process may
 // not write now (ErrWritesStopped): nothing failed, and the reconcile runs
 // again on the newer version, or once it may write.
 func IsStale(err error) bool {
-	return errors.Is(err, errStale) || errors.Is(err, kube.ErrReplaced) || errors.Is(err, ErrWritesStopped)
+	return errors.Is(err, errStale) || errors.Is(err, kube.ErrReplaced) || errors.Is(err, kube.ErrChanged) || errors.Is(err, ErrWritesStopped)
 }
 
 // NewHandler returns a Handler that reads and writes through client, records

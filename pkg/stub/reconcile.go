@@ -101,8 +101,8 @@ func (h *Handler) reconcileSteps(m *v1alpha1.Memcached) error {
 		return h.updateStatus(m, nil, nil, false, newFailure(memcached.ReasonDeploymentCreateFailed, "%v", err))
 	}
 	d, created, applied, f := h.ensureChildren(m, want)
-	if f != nil && (errors.Is(f, kube.ErrReplaced) || errors.Is(f, ErrWritesStopped)) {
-		// Nothing failed: a child was replaced within the cache's lag, or
+	if f != nil && (errors.Is(f, kube.ErrReplaced) || errors.Is(f, kube.ErrChanged) || errors.Is(f, ErrWritesStopped)) {
+		// Nothing failed: a child was replaced or changed within the cache's lag, or
 		// this process may not write now (see GateWrites). The reconcile
 		// runs again, with backoff, and acts on the new child once the
 		// cache shows it, or once it may write.

@@ -359,3 +359,146 @@ func TestEveryChangeOfTheOperatorsWaitsForTheWindow(t *testing.T) {
 		})
 	}
 }
+
+// templateNeutralEdits are spec edits that change nothing of the pod
+// template: the Deployment's template, and so its recorded spec, stays as
+// it is, and the record must still say that the spec is the one the
+// template was built from.
+var templateNeutralEdits = []struct {
+	name string
+	edit func(m *v1alpha1.Memcached)
+}{
+	{name: "monitoring.labels", edit: func(m *v1alpha1.Memcached) { m.Spec.Monitoring.Labels = map[string]string{"release": "prom"} }},
+	{name: "monitoring.prometheusRule", edit: func(m *v1alpha1.Memcached) { m.Spec.Monitoring.PrometheusRule = true }},
+	{name: "discovery off, written out", edit: func(m *v1alpha1.Memcached) { m.Spec.Discovery = &v1alpha1.MemcachedDiscovery{} }},
+}
+
+// edited returns a copy of m at its next generation with edit applied, as
+// the handler and the client see it.
+func (f *fixture) edited(m *v1alpha1.Memcached, edit func(*v1alpha1.Memcached)) *v1alpha1.Memcached {
+	m = m.DeepCopy()
+	m.Generation++
+	edit(m)
+	f.client.memcacheds["test/"+m.Name] = m.DeepCopy()
+	f.handler.memcacheds.store("test/"+m.Name, m.DeepCopy())
+	return m
+}
+
+// appliedWith returns m's Deployment of 2 replicas as a handler of
+// default image image applied it, and as the cache shows it while nobody
+// changed it.
+func appliedWith(t *testing.T, m *v1alpha1.Memcached, image string) *appsv1.Deployment {
+	t.Helper()
+	want := &desiredDeployment{m: m, image: image, sidecarImage: memcachedtest.SidecarImage}
+	manifest, err := want.build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &appsv1.Deployment{}
+	if err := setContent(manifest.DeepCopy().Object, d); err != nil {
+		t.Fatal(err)
+	}
+	d.UID = "uid-deployment"
+	d.Annotations = map[string]string{memcached.ObservedDigestAnnotation: want.digest}
+	return d
+}
+
+// restart replaces the fixture's handler with a new one, of default image
+// image, on the same client, as a new operator process starts.
+func (f *fixture) restart(image string) {
+	f.handler = NewHandler(f.client, f.recorder, image)
+	f.handler.UseSidecarImage(memcachedtest.SidecarImage)
+	f.handler.now = func() metav1.Time { return memcachedtest.Now }
+	for k, m := range f.client.memcacheds {
+		f.handler.memcacheds.store(k, m.DeepCopy())
+	}
+}
+
+// TestATemplateNeutralEditLeavesTheNextOperatorRollToTheWindow: an edit
+// of the spec that changes nothing of the pod template applies nothing,
+// and a new default image that the operator ships afterwards is still the
+// operator's change: it waits for the window, however the record of the
+// template's spec was left by the edit.
+func TestATemplateNeutralEditLeavesTheNextOperatorRollToTheWindow(t *testing.T) {
+	for _, tt := range templateNeutralEdits {
+		t.Run(tt.name, func(t *testing.T) {
+			m := memcachedtest.WithMonitoring(memcachedtest.NewMemcached("a", 2), true)
+			m.Status.ObservedGeneration = 1
+			// The operator runs oldImage, as the Deployment it applied does.
+			f := newFixture(t, m, appliedWith(t, m, oldImage), memcachedtest.OwnedService(m), memcachedtest.OwnedBudget(m),
+				stalePod(m, "a-old-a", true), stalePod(m, "a-old-b", true))
+			f.restart(oldImage)
+			f.handler.UseMaintenanceWindow(tuesday3am)
+			edited := f.edited(m, tt.edit)
+
+			f.handleAll(edited)
+
+			if got := f.templatePatches(); len(got) != 0 {
+				t.Fatalf("patched %v for a template-neutral edit, want nothing: it rolls no pod", got)
+			}
+			if d := f.client.deployments["test/a"]; !reflect.DeepEqual(d.Spec.Template, appliedWith(t, m, oldImage).Spec.Template) {
+				t.Fatalf("deployment a: template changed to %+v, want it as it was", d.Spec.Template)
+			}
+
+			// The platform team ships a new --memcached-image.
+			f.restart(memcachedtest.Image)
+			f.handler.UseMaintenanceWindow(tuesday3am)
+			f.handleAll(f.client.memcacheds["test/a"].DeepCopy())
+
+			if got := f.templatePatches(); len(got) != 0 {
+				t.Fatalf("patched %v outside the window, want nothing: the new default image is the operator's change", got)
+			}
+			f.waitsForTheWindow("a", "--maintenance-window", tuesdayOpen)
+		})
+	}
+}
+
+// TestATemplateNeutralEditStartsNoWaitingRoll: while a roll of the
+// operator's waits, for the window or for a slot, an edit of the spec that
+// changes nothing of the pod template leaves it waiting.
+func TestATemplateNeutralEditStartsNoWaitingRoll(t *testing.T) {
+	waits := []struct {
+		name   string
+		setup  func(f *fixture)
+		reason string
+	}{{
+		name:   "for the window",
+		setup:  func(f *fixture) { f.handler.UseMaintenanceWindow(tuesday3am) },
+		reason: memcached.ReasonWaitingForMaintenanceWindow,
+	}, {
+		name:   "for a slot",
+		setup:  func(f *fixture) { f.handler.PaceRolls(intstr.FromInt(1)) },
+		reason: memcached.ReasonRollPending,
+	}}
+	for _, w := range waits {
+		for _, tt := range templateNeutralEdits {
+			t.Run(w.name+"/"+tt.name, func(t *testing.T) {
+				m := memcachedtest.WithMonitoring(memcachedtest.NewMemcached("b", 2), true)
+				m.Status.ObservedGeneration = 1
+				// a's paced roll holds the only slot.
+				holder, objs := fleet("a")
+				objs = withoutDeployment(append(objs, memcachedtest.PacedDeployment(holder[0], 2)), "a")
+				f := newFixture(t, append(objs, m, staleDeployment(m, 2), memcachedtest.OwnedService(m), memcachedtest.OwnedBudget(m),
+					stalePod(m, "b-old-a", true), stalePod(m, "b-old-b", true))...)
+				w.setup(f)
+				f.handleAll(m)
+				if c := f.progressing("b"); c.Reason != w.reason {
+					t.Fatalf("memcached b: Progressing %s %q, want %s before the edit", c.Reason, c.Message, w.reason)
+				}
+				f.templatePatches()
+
+				f.handleAll(f.edited(f.client.memcacheds["test/b"], tt.edit))
+
+				if got := f.templatePatches(); len(got) != 0 {
+					t.Fatalf("patched %v, want nothing: the edit changes nothing of the template, and the operator's roll still waits", got)
+				}
+				if c := f.progressing("b"); c.Status != corev1.ConditionTrue || c.Reason != w.reason {
+					t.Errorf("memcached b: Progressing %s %s %q, want True %s after the edit", c.Status, c.Reason, c.Message, w.reason)
+				}
+				if img := f.client.deployments["test/b"].Spec.Template.Spec.Containers[0].Image; img != oldImage {
+					t.Errorf("deployment b: image %q, want %q while the roll waits", img, oldImage)
+				}
+			})
+		}
+	}
+}

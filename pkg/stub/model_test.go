@@ -510,6 +510,14 @@ type model struct {
 	observed map[types.UID]int64
 	// uids counts the Memcacheds created, for their UIDs.
 	uids int
+	// hashes caches desiredHash, by what it depends on.
+	hashes map[hashKey]string
+}
+
+type hashKey struct {
+	uid                 types.UID
+	generation          int64
+	image, sidecarImage string
 }
 
 type writtenDiscovery struct {
@@ -527,6 +535,7 @@ func runModel(cfg modelConfig, events []modelEvent) (int, *violation) {
 		sidecar:   memcachedtest.SidecarImage,
 		discovery: map[string]writtenDiscovery{},
 		observed:  map[types.UID]int64{},
+		hashes:    map[hashKey]string{},
 	}
 	md.client = &modelClient{fakeClient: newFakeClient(), md: md}
 	md.client.monitoringServed = true
@@ -1089,11 +1098,16 @@ func (md *model) ownDeployment(name string) *appsv1.Deployment {
 // desiredHash returns the hash of the pod template that m asks of the
 // operator as it is now configured.
 func (md *model) desiredHash(m *v1alpha1.Memcached) string {
+	k := hashKey{uid: m.UID, generation: m.Generation, image: md.image, sidecarImage: md.sidecar}
+	if h, ok := md.hashes[k]; ok {
+		return h
+	}
 	u, err := memcached.DeploymentManifest(memcached.NewDeployment(m, md.image, md.sidecar))
 	if err != nil {
 		panic(err)
 	}
-	return memcached.ManifestTemplateHash(u)
+	md.hashes[k] = memcached.ManifestTemplateHash(u)
+	return md.hashes[k]
 }
 
 // windowOpen reports whether m's maintenance window, if it has one, is open.
@@ -1230,9 +1244,20 @@ func (md *model) checkDiscovery(m *v1alpha1.Memcached, pods []*corev1.Pod) *viol
 	if !ok {
 		return violated("discovery", "memcached %s: discovery is on, and its configmap holds no membership: %v", m.Name, cm)
 	}
-	nodes := memcached.ReadyNodes(pods)
-	if !sidecar.SameNodes(c.Nodes, nodes) {
-		return violated("discovery", "configmap %s lists %q, not the Ready pods %q", m.Name, cm.Data[memcached.DiscoveryKey], sidecar.Cluster{Version: c.Version, Nodes: nodes}.Text())
+	// The model's own reading of the membership, not memcached.ReadyNodes.
+	var listed, ready []string
+	for _, n := range c.Nodes {
+		listed = append(listed, n.IP.String())
+	}
+	for _, p := range pods {
+		if podIsReady(p) {
+			ready = append(ready, p.Status.PodIP)
+		}
+	}
+	sort.Strings(listed)
+	sort.Strings(ready)
+	if strings.Join(listed, " ") != strings.Join(ready, " ") {
+		return violated("discovery", "configmap %s lists %q, not the Ready pods %v", m.Name, cm.Data[memcached.DiscoveryKey], ready)
 	}
 	if m.Status.DiscoveryVersion != c.Version {
 		return violated("discovery", "memcached %s: status.discoveryVersion %d, while its configmap holds version %d", m.Name, m.Status.DiscoveryVersion, c.Version)

@@ -1123,8 +1123,21 @@ func (md *model) windowOpen(m *v1alpha1.Memcached) bool {
 	if w == nil {
 		return true
 	}
-	open, _ := w.At(md.clock)
-	return open
+	// The model's own reading of a weekly window, not Window.At: open when
+	// one of the last eight days is its day and the clock is within
+	// Duration of that day's start.
+	t := md.clock.UTC()
+	for days := range 8 {
+		day := t.AddDate(0, 0, -days)
+		if day.Weekday() != w.Day {
+			continue
+		}
+		start := time.Date(day.Year(), day.Month(), day.Day(), 0, 0, 0, 0, time.UTC).Add(w.Start)
+		if !t.Before(start) && t.Before(start.Add(w.Duration)) {
+			return true
+		}
+	}
+	return false
 }
 
 // check checks the invariants after an event's reconciles.

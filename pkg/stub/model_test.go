@@ -55,8 +55,11 @@ import (
 //   - owned: a reconcile writes only the children of its own Memcached.
 //
 // By default it runs modelSeeds fixed seeds and one random one, of
-// modelSteps events each: 10,000 events in all, which take about 15 s,
-// and under 60 s with -race on two busy cores (make unit). A failure prints
+// modelSteps events each: 10,200 events in all, which take about 4 s, and
+// about 25 s with -race on two cores (make unit); bound: 60 s with -race
+// on two cores, which a run measured at 67 s only while another full test
+// run held them at a load of 9 and one seed failed. A failure adds its
+// shrinking, a few seconds per failing seed. A failure prints
 // the seed, the shortest sequence of events found that still breaks the
 // same invariant, and the command that replays it:
 //

@@ -57,9 +57,10 @@ import (
 // By default it runs modelSeeds fixed seeds and one random one, of
 // modelSteps events each: 10,200 events in all, which take about 4 s, and
 // about 25 s with -race on two cores (make unit); bound: 60 s with -race
-// on two cores, which a run measured at 67 s only while another full test
-// run held them at a load of 9 and one seed failed. A failure adds its
-// shrinking, a few seconds per failing seed. A failure prints
+// on two cores of their own. It runs single-threaded, so cores shared
+// with other runs stretch it: 67 s and 80 s were measured with -race at
+// loads of 9 and 20 on two cores, with one seed failing. A failure adds
+// its shrinking, a few seconds per failing seed. A failure prints
 // the seed, the shortest sequence of events found that still breaks the
 // same invariant, and the command that replays it:
 //

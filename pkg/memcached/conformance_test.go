@@ -18,7 +18,7 @@ import (
 )
 
 // update rewrites the conformance corpus instead of comparing it.
-var update = flag.Bool("update", false, "rewrite testdata/conformance-corpus.json from the allow-list, and testdata/prometheusrule-shop-cache.yaml from rules.yaml")
+var update = flag.Bool("update", false, "rewrite testdata/conformance-corpus.json from the allow-list, and testdata/prometheusrule-shop-*.yaml from rules.yaml")
 
 // corpusFile is where TestConformance (test/e2e) reads the corpus.
 const corpusFile = "testdata/conformance-corpus.json"

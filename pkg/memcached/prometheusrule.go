@@ -72,11 +72,14 @@ func loadCacheRules(b []byte) (RuleGroup, error) {
 var sidecarSelector = regexp.MustCompile(`\bmemcached_[a-z0-9_]+\{(\s*\})?`)
 
 // PodMatchers returns the PromQL label matchers of the series of m's pods:
-// those of m's namespace whose pod label is a name that m's Deployment gives
-// its pods, m's name then the pod template's hash and a suffix of its own,
-// which no pod of another Memcached has (another's name would add a dash).
+// those of m's namespace whose MemcachedSeriesLabel is m's name. It selects
+// no series by the pod's name: the API server keeps 58 characters of a
+// pod's generated name before its random suffix, and the ReplicaSet's name
+// before them is m's name, a dash and the template's hash, so a name of 47
+// characters or more loses the dashes or its own end, and the pods of two
+// Memcacheds whose names share their first 58 characters are named alike.
 func PodMatchers(m *v1alpha1.Memcached) string {
-	return fmt.Sprintf(`namespace=%q,pod=~%q`, m.Namespace, regexp.QuoteMeta(m.Name)+"-[a-z0-9]+-[a-z0-9]+")
+	return fmt.Sprintf(`namespace=%q,%s=%q`, m.Namespace, MemcachedSeriesLabel, m.Name)
 }
 
 // scopeExpr returns expr with matchers added to each of its sidecar series'

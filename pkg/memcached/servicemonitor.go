@@ -18,9 +18,22 @@ const serviceMonitorInterval = "30s"
 // discovery says it is served (see kube.Kind.Optional).
 var ServiceMonitorGVR = schema.GroupVersionResource{Group: "monitoring.coreos.com", Version: "v1", Resource: "servicemonitors"}
 
+// MemcachedSeriesLabel is the label that holds a Memcached's name on every
+// series scraped from its pods, copied from the pods' CRLabel by the
+// ServiceMonitor's relabeling and by deploy/monitoring/prometheus.yaml's.
+// PodMatchers, the dashboards and the console select a Memcached's series
+// by it. It is named as prometheus.yaml has always named it, rather than
+// CRLabel as the Prometheus Operator's podTargetLabels would copy it, so
+// that both scrapes give the same label, the one that MemcachedAlertLabel
+// puts on the alerts of a PrometheusRule. No series of the sidecar has a
+// label of that name, which the scrape would rename exported_memcached.
+const MemcachedSeriesLabel = "memcached"
+
 // serviceMonitorSpec is the spec of m's ServiceMonitor: it selects m's
 // headless Service by its labels, in m's namespace, and scrapes the port
-// named metrics of its endpoints.
+// named metrics of its endpoints, with MemcachedSeriesLabel taken from the
+// CRLabel of the pod behind each endpoint. The pods are left as they are:
+// their template already carries CRLabel.
 func serviceMonitorSpec(m *v1alpha1.Memcached) map[string]interface{} {
 	matchLabels := map[string]interface{}{}
 	for k, v := range Labels(m.Name) {
@@ -32,6 +45,11 @@ func serviceMonitorSpec(m *v1alpha1.Memcached) map[string]interface{} {
 		"endpoints": []interface{}{map[string]interface{}{
 			"port":     metricsPortName,
 			"interval": serviceMonitorInterval,
+			"relabelings": []interface{}{map[string]interface{}{
+				"action":       "replace",
+				"sourceLabels": []interface{}{"__meta_kubernetes_pod_label_" + CRLabel},
+				"targetLabel":  MemcachedSeriesLabel,
+			}},
 		}},
 	}
 }

@@ -1,6 +1,7 @@
 package memcached_test
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/example-inc/memcached-operator/pkg/memcached"
@@ -31,5 +32,28 @@ func TestServiceMonitorSelectsTheMetricsPortOfTheService(t *testing.T) {
 	}
 	if sm.GetNamespace() != m.Namespace || sm.GetName() != m.Name || sm.GetKind() != "ServiceMonitor" || sm.GetAPIVersion() != "monitoring.coreos.com/v1" {
 		t.Errorf("got %s %s %s/%s, want monitoring.coreos.com/v1 ServiceMonitor test/example", sm.GetAPIVersion(), sm.GetKind(), sm.GetNamespace(), sm.GetName())
+	}
+}
+
+// TestServiceMonitorLabelsTheSeriesWithTheMemcached checks that the
+// ServiceMonitor's one relabeling copies the memcached_cr label of the pod
+// behind each endpoint to the series' label memcached, which PodMatchers
+// selects, as deploy/monitoring/prometheus.yaml's scrape does.
+func TestServiceMonitorLabelsTheSeriesWithTheMemcached(t *testing.T) {
+	sm, err := memcached.NewServiceMonitor(memcachedtest.WithMonitoring(memcachedtest.NewMemcached("example", 2), true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := memcachedtest.FirstEndpoint(sm.Object["spec"].(map[string]interface{}))["relabelings"].([]interface{})
+	want := []interface{}{map[string]interface{}{
+		"action":       "replace",
+		"sourceLabels": []interface{}{"__meta_kubernetes_pod_label_memcached_cr"},
+		"targetLabel":  "memcached",
+	}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got relabelings %v, want %v", got, want)
+	}
+	if memcached.CRLabel != "memcached_cr" || memcached.MemcachedSeriesLabel != "memcached" {
+		t.Errorf("labels %s and %s, want memcached_cr and memcached, which prometheus.yaml, the dashboards and the console name", memcached.CRLabel, memcached.MemcachedSeriesLabel)
 	}
 }

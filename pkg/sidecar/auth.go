@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -49,6 +50,34 @@ func ParseAuthFile(b []byte) ([]Credential, error) {
 		creds = append(creds, Credential{User: user, Password: password})
 	}
 	return creds, nil
+}
+
+// memcachedMaxUsers is how many lines of a -Y file memcached 1.6 reads; it
+// ignores the lines after them, saying nothing (checked on 1.6.18).
+const memcachedMaxUsers = 8
+
+// takenAsWritten returns why memcached 1.6 would load other credentials from
+// the -Y file b than creds, b's ParseAuthFile, or nil when it loads those
+// (both checked on 1.6.18):
+//   - it reads the first memcachedMaxUsers lines alone;
+//   - of a file of one line without a final newline, such as a Secret's
+//     value written with kubectl's --from-literal, it drops the last byte,
+//     the password's last character, at its start and on SIGHUP alike.
+//
+// memcached then refuses a credential of the file as written, which no
+// load, restart or retry changes.
+func takenAsWritten(b []byte, creds []Credential) error {
+	if n := len(creds); n > memcachedMaxUsers {
+		var users []string
+		for _, c := range creds[memcachedMaxUsers:] {
+			users = append(users, c.User)
+		}
+		return fmt.Errorf("it has %d lines, and memcached reads the first %d alone, so it refuses users %s: keep %d users at most", n, memcachedMaxUsers, strings.Join(users, ", "), memcachedMaxUsers)
+	}
+	if len(creds) == 1 && !bytes.HasSuffix(b, []byte("\n")) && !bytes.HasSuffix(b, []byte("\r")) {
+		return fmt.Errorf("it is one line without a final newline, and memcached drops that line's last byte, so it refuses user %s's password as written: end the file with a newline", creds[0].User)
+	}
+	return nil
 }
 
 // Process is memcached's process, which the sidecar sees in the pod's
@@ -115,6 +144,11 @@ func (ProcProcess) HangUp(pid int) error {
 // sidecar keeps logging in as before, so its logins never run ahead of
 // memcached; after it, it keeps its user if the new file still has it.
 //
+// A file that memcached would not take as written (see takenAsWritten),
+// which would have it refuse a credential of the file whatever it loads,
+// gets no SIGHUP and stays the problem, as a malformed one does, until the
+// Secret changes.
+//
 // At the sidecar's start memcached's file is unknown, since the sidecar
 // may have restarted after a change memcached never loaded, so Check sends
 // SIGHUP then too, once memcached answers on its port: memcached installs
@@ -153,8 +187,9 @@ type AuthReloader struct {
 	// when Check signals it again.
 	failed  [sha256.Size]byte
 	retryAt time.Time
-	// refused is the hash of a file Check last found malformed, so that
-	// its error is returned once, not on every check.
+	// refused is the hash of a file Check last found malformed, or not
+	// taken as written (see takenAsWritten), so that its error is
+	// returned once, not on every check.
 	refused [sha256.Size]byte
 
 	mu sync.Mutex
@@ -236,12 +271,12 @@ func (a *AuthReloader) Check(ctx context.Context) error {
 	}
 	creds, err := ParseAuthFile(b)
 	if err != nil {
-		a.setProblem(fmt.Sprintf("the mounted -Y file %s is malformed: %v; memcached keeps the passwords it has", a.File, err))
-		if sum != a.refused {
-			a.refused = sum
-			return fmt.Errorf("the mounted -Y file %s is malformed, memcached would not load it: %v", a.File, err)
-		}
-		return nil
+		return a.refuse(sum, fmt.Sprintf("is malformed: %v; memcached keeps the passwords it has", err))
+	}
+	if err := takenAsWritten(b, creds); err != nil {
+		// A SIGHUP would make memcached load credentials that its clients,
+		// and the confirming login, do not have.
+		return a.refuse(sum, fmt.Sprintf("is not what memcached reads: %v; the sidecar sends no SIGHUP for it", err))
 	}
 	now := a.now()
 	if sum == a.failed && now.Before(a.retryAt) {
@@ -335,6 +370,19 @@ func (a *AuthReloader) confirm(ctx context.Context, creds []Credential) (ok bool
 		return true, fmt.Sprintf("user %s, which the file removes, is refused", try.User), nil
 	}
 	return false, "", err
+}
+
+// refuse keeps why memcached is not to load the file of hash sum, why, as
+// the problem, and returns it as an error the first time, not on every
+// check.
+func (a *AuthReloader) refuse(sum [sha256.Size]byte, why string) error {
+	problem := fmt.Sprintf("the mounted -Y file %s %s", a.File, why)
+	a.setProblem(problem)
+	if sum == a.refused {
+		return nil
+	}
+	a.refused = sum
+	return errors.New(problem)
 }
 
 // fail returns the error of a failed load of the file of hash sum. Unless

@@ -322,3 +322,31 @@ func TestAuthReloaderWaitsForMemcached(t *testing.T) {
 		t.Errorf("problem %q, want the signal's error", got)
 	}
 }
+
+func TestTakenAsWritten(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		wantErr string
+	}{
+		{name: "one line with a newline", in: "app:s3cret\n"},
+		{name: "one line with CRLF", in: "app:s3cret\r\n"},
+		{name: "one line ending in CR", in: "app:s3cret\r"},
+		{name: "two lines without a final newline", in: "app:s3cret\nb:22"},
+		{name: "eight lines", in: strings.Repeat("u:p\n", 8)},
+		{name: "one line without a newline", in: "app:s3cret", wantErr: "one line without a final newline, and memcached drops that line's last byte, so it refuses user app's password as written"},
+		{name: "nine lines", in: "u1:p\nu2:p\nu3:p\nu4:p\nu5:p\nu6:p\nu7:p\nu8:p\nu9:p\n", wantErr: "it has 9 lines, and memcached reads the first 8 alone, so it refuses users u9"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			creds, err := ParseAuthFile([]byte(tt.in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = takenAsWritten([]byte(tt.in), creds)
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Errorf("got %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+}

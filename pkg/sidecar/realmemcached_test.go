@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/sirupsen/logrus/hooks/test"
 )
 
@@ -487,5 +489,160 @@ func TestRefresherWithRealMemcached(t *testing.T) {
 	defer c.Close()
 	if got := serial(c); got != "2" {
 		t.Errorf("a new connection gets serial %s, want 2", got)
+	}
+}
+
+// realProcess is the Process of a realMemcached, as the sidecar sees
+// memcached's in the pod: the process that runs now, none after it exited.
+type realProcess struct {
+	m *realMemcached
+
+	mu      sync.Mutex
+	hangUps int
+}
+
+func (p *realProcess) Find() (int, error) {
+	select {
+	case <-p.m.exited:
+		return 0, errors.New("no process named memcached")
+	default:
+		return p.m.cmd.Process.Pid, nil
+	}
+}
+
+func (p *realProcess) HangUp(pid int) error {
+	p.mu.Lock()
+	p.hangUps++
+	p.mu.Unlock()
+	return syscall.Kill(pid, syscall.SIGHUP)
+}
+
+func (p *realProcess) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.hangUps
+}
+
+// newRealAuthReloader returns an AuthReloader of file for m, with a clock
+// that stands still unless the test moves *now.
+func newRealAuthReloader(t *testing.T, file string, m *realMemcached) (*AuthReloader, *realProcess, *time.Time) {
+	t.Helper()
+	p := &realProcess{m: m}
+	log, _ := test.NewNullLogger()
+	a := NewAuthReloader(file, Dialer{Addr: m.addr()}, p, log, prometheus.NewRegistry(), 5*time.Second)
+	now := time.Unix(1000, 0)
+	a.now = func() time.Time { return now }
+	return a, p, &now
+}
+
+// checkAuth runs a.Check and fails the test unless its error contains
+// wantErr, or is nil when wantErr is "".
+func checkAuth(t *testing.T, a *AuthReloader, wantErr string) {
+	t.Helper()
+	err := a.Check(context.Background())
+	if wantErr == "" && err != nil || wantErr != "" && (err == nil || !strings.Contains(err.Error(), wantErr)) {
+		t.Fatalf("check: got error %v, want %q", err, wantErr)
+	}
+}
+
+// logsIn reports whether memcached at addr takes c.
+func logsIn(t *testing.T, addr string, c Credential) bool {
+	t.Helper()
+	conn, err := (&Dialer{Addr: addr, Credentials: login(c)}).Dial(context.Background())
+	var refused *LoginRefusedError
+	if errors.As(err, &refused) {
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	return true
+}
+
+// TestAuthReloaderFollowsARestartOnTheFixedFile is issue 40's case 4 as the
+// sidecar sees it: memcached exits at its start on a malformed -Y file, the
+// Secret is fixed while it waits out its back-off, and it reads the fixed
+// file when it starts again, with no SIGHUP. The first check that reaches
+// it confirms the file and clears the problem, with no failed load
+// counted; a later restart, a new process on the same file, changes nothing.
+func TestAuthReloaderFollowsARestartOnTheFixedFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "passwords")
+	writeAuth(t, file, "nocolonhere\n")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &realMemcached{args: []string{"-Y", file}, port: l.Addr().(*net.TCPAddr).Port}
+	l.Close()
+	if err := m.start(); err == nil || !strings.Contains(err.Error(), "malformed entry") {
+		t.Fatalf("memcached on a malformed -Y file: got %v, want its exit", err)
+	}
+	a, p, _ := newRealAuthReloader(t, file, m)
+	checkAuth(t, a, "is malformed")
+
+	writeAuth(t, file, "app:s3cret\n")
+	for i := 0; i < 2; i++ {
+		checkAuth(t, a, "failed to connect")
+	}
+	if err := m.start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.stop)
+	checkAuth(t, a, "")
+	if c, err := a.Credential(); err != nil || c.User != "app" || a.Problem() != "" {
+		t.Errorf("once memcached runs on the fixed file: login %v, %v, problem %q; want app and none", c, err, a.Problem())
+	}
+	if failure := testutil.ToFloat64(a.reloads.WithLabelValues("failure")); failure != 0 {
+		t.Errorf("%v failed loads counted, want none", failure)
+	}
+
+	m.restart(t)
+	checkAuth(t, a, "")
+	if a.Problem() != "" || !logsIn(t, m.addr(), Credential{"app", "s3cret"}) {
+		t.Errorf("after memcached's restart: problem %q", a.Problem())
+	}
+	if got := p.count(); got != 1 {
+		t.Errorf("memcached got %d SIGHUPs, want 1", got)
+	}
+}
+
+// TestAuthReloaderRefusesAFileMemcachedCutsShort checks the file that kept
+// issue 40's case 4 Degraded: a Secret's value of one line without a final
+// newline, as kubectl create secret --from-literal writes it. memcached
+// takes that line's password without its last character, at its start and
+// on SIGHUP, so no load could ever confirm the file: the problem says so,
+// and no SIGHUP is sent, until the Secret has the final newline, which
+// memcached loads and the problem clears.
+func TestAuthReloaderRefusesAFileMemcachedCutsShort(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "passwords")
+	writeAuth(t, file, "app:s3cret")
+	m := startMemcached(t, Dialer{}, "-Y", file)
+	if logsIn(t, m.addr(), Credential{"app", "s3cret"}) || !logsIn(t, m.addr(), Credential{"app", "s3cre"}) {
+		t.Fatalf("memcached %s takes the password of a file without a final newline as written; takenAsWritten is to follow it", memcachedVersion(t))
+	}
+	a, p, now := newRealAuthReloader(t, file, m)
+	checkAuth(t, a, "one line without a final newline")
+	*now = now.Add(6 * time.Second)
+	checkAuth(t, a, "")
+	if got := a.Problem(); !strings.Contains(got, "end the file with a newline") || p.count() != 0 {
+		t.Errorf("problem %q and %d SIGHUPs, want the final newline named and none", got, p.count())
+	}
+
+	writeAuth(t, file, "app:s3cret\n")
+	deadline := time.After(memcachedStartWithin)
+	for {
+		checkAuth(t, a, "")
+		if _, err := a.Credential(); err == nil && a.Problem() == "" {
+			break
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("memcached did not load the fixed file within %v: problem %q", memcachedStartWithin, a.Problem())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if !logsIn(t, m.addr(), Credential{"app", "s3cret"}) || p.count() != 1 {
+		t.Errorf("after the fix: app refused, or %d SIGHUPs, want 1", p.count())
 	}
 }

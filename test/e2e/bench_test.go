@@ -130,7 +130,7 @@ type benchResult struct {
 	RequestsByVerb      map[string]float64 `json:"requests_by_verb"`
 	// IdleRequests counts the operator's requests in the benchIdle seconds
 	// after convergence, discovery aside; IdleDiscoveryRequests counts the
-	// discovery requests in that window (see README, Performance).
+	// discovery requests in that window (see test/README.md, Performance).
 	IdleSeconds           float64 `json:"idle_seconds"`
 	IdleRequests          int     `json:"idle_requests"`
 	IdleDiscoveryRequests int     `json:"idle_discovery_requests"`

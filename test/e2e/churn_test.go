@@ -92,7 +92,7 @@ func (ns *namespace) startRaceOperator(args ...string) *framework.Operator {
 			ns.t.Errorf("the operator's log (%s) has %d race reports outside operator-sdk's deletedObjects; the first:\n%s", op.LogFile(), len(ours), ours[0])
 		}
 		if len(sdk) > 0 {
-			ns.t.Logf("known: %d race reports on operator-sdk v0.0.7's deletedObjects map (README, Known limitations); the first:\n%s", len(sdk), sdk[0])
+			ns.t.Logf("known: %d race reports on operator-sdk v0.0.7's deletedObjects map (docs/limitations.md); the first:\n%s", len(sdk), sdk[0])
 		}
 	})
 	op = ns.startOperator(args...)
@@ -287,8 +287,7 @@ func TestMassDelete(t *testing.T) {
 		if !known {
 			t.Fatalf("the operator exited: %v", exit)
 		}
-		// The one crash that is not the operator's own: README, Known
-		// limitations. In a cluster the kubelet restarts the container; so
+		// The one crash that is not the operator's own: docs/limitations.md. In a cluster the kubelet restarts the container; so
 		// does the test, and the operator must come back.
 		t.Logf("known: operator-sdk v0.0.7's deletedObjects race ended the operator (%v); restarting it as the kubelet would. Its fatal error:\n%s", exit, crash)
 		if err := op.Start(); err != nil {

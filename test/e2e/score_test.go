@@ -12,10 +12,10 @@ import (
 )
 
 // kubeScoreLeftFailing are the kube-score checks that the operator's manifests and
-// children fail on purpose, by the kind of object they fail on. The README's
-// "What kube-score says" section gives each reason; TestKubeScore checks that each
-// still fails, so that the list never outlives the reason, and that the README
-// names each check.
+// children fail on purpose, by the kind of object they fail on. The section
+// "What kube-score says" of docs/reliability.md gives each reason; TestKubeScore
+// checks that each still fails, so that the list never outlives the reason, and
+// that the section names each check.
 var kubeScoreLeftFailing = map[string][]string{
 	// Both memcached's probes can only connect to its port; they differ in
 	// how long they wait (memcached.memcachedProbes), which kube-score does
@@ -64,7 +64,7 @@ const kubeScoreWarning = 5
 // the children that the operator builds for a plain Memcached and for one with TLS,
 // auth and monitoring, read back from the API server. Every check that fails (a
 // warning or worse) must be in kubeScoreLeftFailing, every entry there must still
-// fail, and the README must name each of them.
+// fail, and docs/reliability.md must name each of them.
 func TestKubeScore(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -147,31 +147,31 @@ spec:
 	for id, kinds := range failing {
 		for _, kind := range kinds {
 			if !slices.Contains(kubeScoreLeftFailing[id], kind) {
-				t.Errorf("kube-score: the %s fails %s, which is not among the checks the README explains", kind, id)
+				t.Errorf("kube-score: the %s fails %s, which is not among the checks docs/reliability.md explains", kind, id)
 			}
 		}
 	}
-	readme, err := os.ReadFile(filepath.Join(paths.Root, "README.md"))
+	readme, err := os.ReadFile(filepath.Join(paths.Root, "docs", "reliability.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	section := string(readme)
-	if i := strings.Index(section, "### What kube-score says"); i >= 0 {
+	if i := strings.Index(section, "## What kube-score says"); i >= 0 {
 		section = section[i:]
-		if j := strings.Index(section[4:], "\n#"); j >= 0 {
-			section = section[:4+j]
+		if j := strings.Index(section[3:], "\n## "); j >= 0 {
+			section = section[:3+j]
 		}
 	} else {
-		t.Errorf("README.md has no section \"What kube-score says\"")
+		t.Errorf("docs/reliability.md has no section \"What kube-score says\"")
 	}
 	for id, kinds := range kubeScoreLeftFailing {
 		for _, kind := range kinds {
 			if !slices.Contains(failing[id], kind) {
-				t.Errorf("kube-score: the %s passes %s now: remove it from kubeScoreLeftFailing and the README", kind, id)
+				t.Errorf("kube-score: the %s passes %s now: remove it from kubeScoreLeftFailing and docs/reliability.md", kind, id)
 			}
 		}
 		if !strings.Contains(section, "`"+id+"`") {
-			t.Errorf("README.md's \"What kube-score says\" does not name %s", id)
+			t.Errorf("docs/reliability.md's \"What kube-score says\" does not name %s", id)
 		}
 	}
 	if t.Failed() {

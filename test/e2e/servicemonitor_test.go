@@ -97,8 +97,12 @@ type serviceMonitor struct {
 			MatchNames []string `json:"matchNames"`
 		} `json:"namespaceSelector"`
 		Endpoints []struct {
-			Port     string `json:"port"`
-			Interval string `json:"interval"`
+			Port        string `json:"port"`
+			Interval    string `json:"interval"`
+			Relabelings []struct {
+				SourceLabels []string `json:"sourceLabels"`
+				TargetLabel  string   `json:"targetLabel"`
+			} `json:"relabelings"`
 		} `json:"endpoints"`
 	} `json:"spec"`
 }
@@ -106,9 +110,9 @@ type serviceMonitor struct {
 // TestServiceMonitorFollowsTheAPI checks that a Memcached with monitoring is
 // healthy, with no complaint, while the Prometheus Operator's API is not
 // served; that the operator notices the CRDs installed later and creates a
-// ServiceMonitor that scrapes the Service's metrics port and a
-// PrometheusRule whose rules promtool accepts and select the Memcached's
-// pods only, both owned by the Memcached and labelled with
+// ServiceMonitor that scrapes the Service's metrics port, labelling the
+// series with the Memcached's name, and a PrometheusRule whose rules
+// promtool accepts and select the Memcached's series only, both owned by the Memcached and labelled with
 // spec.monitoring.labels, which are put back when removed and taken off
 // when the spec drops them; that it deletes
 // both when monitoring is turned off; and that it leaves someone else's
@@ -270,7 +274,8 @@ spec:
 }
 
 // checkServiceMonitor returns nil when sm selects svc's labels in
-// namespace, scrapes its port named metrics, and has the Memcached of uid
+// namespace, scrapes its port named metrics, labelling the series memcached
+// with the pods' memcached_cr label, and has the Memcached of uid
 // as its controller, blocking its deletion.
 func checkServiceMonitor(sm serviceMonitor, svc service, namespace, uid string) error {
 	selector := sm.Spec.Selector.MatchLabels
@@ -287,6 +292,9 @@ func checkServiceMonitor(sm serviceMonitor, svc service, namespace, uid string) 
 	}
 	if len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Port != "metrics" || sm.Spec.Endpoints[0].Interval == "" {
 		return fmt.Errorf("servicemonitor endpoints %+v, want the port metrics with an interval", sm.Spec.Endpoints)
+	}
+	if r := sm.Spec.Endpoints[0].Relabelings; len(r) != 1 || !slices.Equal(r[0].SourceLabels, []string{"__meta_kubernetes_pod_label_memcached_cr"}) || r[0].TargetLabel != "memcached" {
+		return fmt.Errorf("servicemonitor relabelings %+v, want the pod's memcached_cr label copied to memcached", r)
 	}
 	if !slices.ContainsFunc(svc.Spec.Ports, func(p servicePort) bool { return p.Name == "metrics" }) {
 		return fmt.Errorf("service ports %+v have no port named metrics", svc.Spec.Ports)
@@ -338,7 +346,7 @@ func checkPrometheusRule(ctx context.Context, t *testing.T, ns *namespace, uid s
 	if r.Metadata.Labels["release"] != "kube-prometheus-stack" || r.Metadata.Labels["memcached_cr"] != "cache" {
 		return fmt.Errorf("prometheusrule labels %v, want release=kube-prometheus-stack beside the operator's", r.Metadata.Labels)
 	}
-	pods := fmt.Sprintf(`namespace=%q,pod=~"cache-[a-z0-9]+-[a-z0-9]+"`, ns.name)
+	pods := fmt.Sprintf(`namespace=%q,memcached="cache"`, ns.name)
 	if len(r.Spec.Groups) != 1 || len(r.Spec.Groups[0].Rules) == 0 {
 		return fmt.Errorf("prometheusrule groups %+v, want one with the cache alerts", r.Spec.Groups)
 	}

@@ -20,6 +20,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +32,7 @@ import (
 	"testing"
 	"text/template"
 
+	"k8s.io/apiserver/pkg/storage/names"
 	"sigs.k8s.io/yaml"
 )
 
@@ -134,24 +136,29 @@ func TestRules(t *testing.T) {
 	}
 }
 
-// expression is one PromQL expression and where it comes from.
+// expression is one PromQL expression and where it comes from; that of a
+// Grafana variable, label_values(expr, label), has the label whose values the
+// variable takes.
 type expression struct {
-	where, expr string
+	where, expr, label string
 }
 
-// grafanaVariables are the values the dashboards' variables take in the test.
-var grafanaVariables = strings.NewReplacer(
-	"$__rate_interval", "5m", "${__rate_interval}", "5m", "$__interval", "1m",
-	"$namespace", "shop", "${namespace}", "shop", "$memcached", "cache", "${memcached}", "cache",
-)
+// grafanaVariables returns the values the dashboards' variables take in the
+// test: namespace and memcached are the Memcached's.
+func grafanaVariables(namespace, memcached string) *strings.Replacer {
+	return strings.NewReplacer(
+		"$__rate_interval", "5m", "${__rate_interval}", "5m", "$__interval", "1m",
+		"$namespace", namespace, "${namespace}", namespace, "$memcached", memcached, "${memcached}", memcached,
+	)
+}
 
 // labelValues matches a Grafana variable query label_values(selector, label).
-var labelValues = regexp.MustCompile(`^label_values\((.+),\s*[a-zA-Z_][a-zA-Z0-9_]*\)$`)
+var labelValues = regexp.MustCompile(`^label_values\((.+),\s*([a-zA-Z_][a-zA-Z0-9_]*)\)$`)
 
 // dashboardExpressions returns every expression of the Grafana dashboard file,
-// with its variables replaced, and checks that its panels and queries use the
-// dashboard's datasource variable.
-func dashboardExpressions(t *testing.T, file string) []expression {
+// with its variables replaced by vars, and checks that its panels and queries
+// use the dashboard's datasource variable.
+func dashboardExpressions(t *testing.T, file string, vars *strings.Replacer) []expression {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, "dashboards", file))
 	if err != nil {
@@ -188,12 +195,12 @@ func dashboardExpressions(t *testing.T, file string) []expression {
 	}
 	ours := func(ds *datasource) bool { return ds != nil && ds.Type == "prometheus" && ds.UID == "${datasource}" }
 	var exprs []expression
-	add := func(where, expr string) {
-		e := grafanaVariables.Replace(expr)
+	add := func(where, expr, label string) {
+		e := vars.Replace(expr)
 		if strings.Contains(e, "$") {
 			t.Errorf("%s: %s names a variable the dashboard does not have", where, expr)
 		}
-		exprs = append(exprs, expression{where, e})
+		exprs = append(exprs, expression{where: where, expr: e, label: label})
 	}
 	hasDatasource := false
 	for _, v := range d.Templating.List {
@@ -210,7 +217,7 @@ func dashboardExpressions(t *testing.T, file string) []expression {
 				t.Errorf("%s: variable %s: query %q with datasource %+v, want label_values(selector, label) from ${datasource}", file, v.Name, q.Query, v.Datasource)
 				continue
 			}
-			add(file+": variable "+v.Name, m[1])
+			add(file+": variable "+v.Name, m[1], m[2])
 		}
 	}
 	if !hasDatasource {
@@ -236,7 +243,7 @@ func dashboardExpressions(t *testing.T, file string) []expression {
 			if !ours(target.Datasource) {
 				t.Errorf("%s: panel %q: a query's datasource is %+v, want ${datasource}", file, p.Title, target.Datasource)
 			}
-			add(fmt.Sprintf("%s: panel %q", file, p.Title), target.Expr)
+			add(fmt.Sprintf("%s: panel %q", file, p.Title), target.Expr, "")
 		}
 	}
 	return exprs
@@ -256,9 +263,10 @@ type sample struct {
 	Value  float64
 }
 
-// jsExpr matches the expr of a PromConsole.Graph, one string or a list.
+// jsExpr matches the expr of a PromConsole.Graph, one string or a list of
+// strings, whose brackets, as those of a range in a string, end no list.
 var (
-	jsExpr   = regexp.MustCompile(`expr:\s*("(?:[^"\\]|\\.)*"|\[[^\]]*\])`)
+	jsExpr   = regexp.MustCompile(`expr:\s*("(?:[^"\\]|\\.)*"|\[(?:\s*"(?:[^"\\]|\\.)*"\s*,?)*\s*\])`)
 	jsString = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
 )
 
@@ -275,7 +283,7 @@ func consoleExpressions(t *testing.T, params map[string]string) []expression {
 	var exprs []expression
 	funcs := template.FuncMap{
 		"query": func(q string) []sample {
-			exprs = append(exprs, expression{where + ": query", q})
+			exprs = append(exprs, expression{where: where + ": query", expr: q})
 			return []sample{{Labels: map[string]string{"namespace": "shop", "pod": "cache-7d9f8b6c5-x2k4q"}, Value: 1}}
 		},
 		"first":       func(s []sample) sample { return s[0] },
@@ -311,7 +319,7 @@ func consoleExpressions(t *testing.T, params map[string]string) []expression {
 			if err != nil {
 				t.Fatalf("%s: %s: %v", where, s, err)
 			}
-			exprs = append(exprs, expression{where + ": graph", e})
+			exprs = append(exprs, expression{where: where + ": graph", expr: e})
 		}
 	}
 	return exprs
@@ -407,11 +415,12 @@ func TestExpressionsParseAndNameExportedMetrics(t *testing.T) {
 	var exprs []expression
 	for _, g := range readRules(t).Groups {
 		for _, r := range g.Rules {
-			exprs = append(exprs, expression{"rules.yaml: " + r.Alert, r.Expr})
+			exprs = append(exprs, expression{where: "rules.yaml: " + r.Alert, expr: r.Expr})
 		}
 	}
-	exprs = append(exprs, dashboardExpressions(t, "memcached.json")...)
-	exprs = append(exprs, dashboardExpressions(t, "memcached-operator.json")...)
+	vars := grafanaVariables("shop", "cache")
+	exprs = append(exprs, dashboardExpressions(t, "memcached.json", vars)...)
+	exprs = append(exprs, dashboardExpressions(t, "memcached-operator.json", vars)...)
 	exprs = append(exprs, consoleExpressions(t, map[string]string{})...)
 	exprs = append(exprs, consoleExpressions(t, map[string]string{"namespace": "shop", "memcached": "cache", "operator_namespace": "operators"})...)
 
@@ -600,85 +609,251 @@ func TestPrometheusConfig(t *testing.T) {
 	t.Log(out)
 }
 
-// scopedRules is the rule file of the PrometheusRule that the operator makes for
-// Memcached shop/cache, which pkg/memcached's TestScopedRulesFile keeps current.
-const scopedRules = "../../pkg/memcached/testdata/prometheusrule-shop-cache.yaml"
+// longName is a Memcached name of 63 characters, the most the CRD accepts, and
+// longNeighbour another that shares its first 58, all that its pods' names keep.
+const (
+	longName      = "sessions-of-the-checkout-service-in-eu-west-1-behind-the-proxy1"
+	longNeighbour = "sessions-of-the-checkout-service-in-eu-west-1-behind-the-proxy2"
+)
 
-// otherPod is a pod of another Memcached, cache-blue, in the same namespace: its
-// name starts with cache- too.
-const otherPod = "cache-blue-5b8c7d6e9-abcde"
+// scopedRules are the rule files of the PrometheusRules that the operator makes for
+// Memcacheds shop/cache and shop/<longName>, which pkg/memcached's
+// TestScopedRulesFile keeps current.
+var scopedRules = map[string]string{
+	"cache":  "../../pkg/memcached/testdata/prometheusrule-shop-cache.yaml",
+	longName: "../../pkg/memcached/testdata/prometheusrule-shop-long.yaml",
+}
+
+// neighbours are, for each Memcached of scopedRules, another in its namespace
+// whose pods' names start as its pods' names do.
+var neighbours = map[string]string{"cache": "cache-blue", longName: longNeighbour}
+
+// podName returns the name of a pod of the Memcached memcached, whose template has
+// the hash hash, with the random suffix suffix, as Kubernetes names it: the
+// Deployment, named after the Memcached, names its ReplicaSet <memcached>-<hash>
+// (generateReplicaSetName of pkg/controller/deployment), the ReplicaSet gives its
+// pods the generateName <replicaset>- (getPodsPrefix of pkg/controller), and the API
+// server keeps names.MaxGeneratedNameLength (58) characters of it before the 5
+// random ones.
+func podName(memcached, hash, suffix string) string {
+	base := memcached + "-" + hash + "-"
+	if len(base) > names.MaxGeneratedNameLength {
+		base = base[:names.MaxGeneratedNameLength]
+	}
+	return base + suffix
+}
+
+func TestPodName(t *testing.T) {
+	tests := []struct {
+		memcached, want string
+	}{
+		{"cache", "cache-7d9f8b6c5-x2k4q"},
+		// 46 characters, the longest whose pods' names keep the whole base.
+		{"sessions-of-the-checkout-service-in-eu-west-12", "sessions-of-the-checkout-service-in-eu-west-12-7d9f8b6c5-x2k4q"},
+		{longName, "sessions-of-the-checkout-service-in-eu-west-1-behind-the-px2k4q"},
+	}
+	for _, tt := range tests {
+		if got := podName(tt.memcached, "7d9f8b6c5", "x2k4q"); got != tt.want || len(got) > 63 {
+			t.Errorf("podName(%s): got %s, want %s", tt.memcached, got, tt.want)
+		}
+	}
+}
+
+// forMemcached returns rules_test.yaml, whose cache pods are those of Memcached
+// cache, as the tests of the Memcached memcached: each pod <cache>-<hash>-<suffix>
+// has the name that memcached's pod of that hash and suffix has, and the labels job
+// (the Service) and memcached name memcached.
+func forMemcached(b []byte, memcached string) []byte {
+	pod := regexp.MustCompile(`\bcache-([a-z0-9]+)-([a-z0-9]{5})\b`)
+	b = pod.ReplaceAllFunc(b, func(p []byte) []byte {
+		m := pod.FindSubmatch(p)
+		return []byte(podName(memcached, string(m[1]), string(m[2])))
+	})
+	label := regexp.MustCompile(`\b(job|memcached)(="|: )cache([",}])`)
+	return label.ReplaceAll(b, []byte("${1}${2}"+memcached+"${3}"))
+}
 
 // TestScopedRulesFireForTheirMemcachedOnly runs rules_test.yaml's cases of the
-// cache alerts on the rules of Memcached shop/cache's PrometheusRule, with a copy
-// of every series of the pod that fires them given to a pod of Memcached
-// cache-blue: each alert must fire as in rules.yaml, with the label memcached=cache,
-// and never for cache-blue's pod.
+// cache alerts on the rules of the PrometheusRule of each Memcached of scopedRules,
+// shop/cache and shop/<longName>, with the series given to that Memcached's pods and
+// a copy of every series of the pod that fires them given to a pod of its neighbour,
+// whose pods' names start as its own: each alert must fire as in rules.yaml, with
+// the label memcached of the Memcached, and never for the neighbour's pod.
 func TestScopedRulesFireForTheirMemcachedOnly(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile(filepath.Join(dir, "rules_test.yaml"))
+	source, err := os.ReadFile(filepath.Join(dir, "rules_test.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var file map[string]interface{}
-	if err := yaml.Unmarshal(b, &file); err != nil {
-		t.Fatal(err)
-	}
-	var scoped ruleFile
-	rules, err := os.ReadFile(scopedRules)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.Unmarshal(rules, &scoped); err != nil {
-		t.Fatal(err)
-	}
-	alerts := map[string]bool{}
-	for _, g := range scoped.Groups {
-		for _, r := range g.Rules {
-			alerts[r.Alert] = true
-		}
-	}
-	var kept []interface{}
-	tested := map[string]bool{}
-	for _, tc := range file["tests"].([]interface{}) {
-		tc := tc.(map[string]interface{})
-		checks := tc["alert_rule_test"].([]interface{})
-		if !alerts[checks[0].(map[string]interface{})["alertname"].(string)] {
-			continue
-		}
-		series := tc["input_series"].([]interface{})
-		for _, s := range series {
-			s := s.(map[string]interface{})
-			if name := s["series"].(string); strings.Contains(name, "cache-7d9f8b6c5-x2k4q") {
-				series = append(series, map[string]interface{}{"series": strings.ReplaceAll(name, "cache-7d9f8b6c5-x2k4q", otherPod), "values": s["values"]})
+	for memcached, scopedRules := range scopedRules {
+		t.Run(memcached, func(t *testing.T) {
+			t.Parallel()
+			var file map[string]interface{}
+			if err := yaml.Unmarshal(forMemcached(source, memcached), &file); err != nil {
+				t.Fatal(err)
 			}
-		}
-		tc["input_series"] = series
-		for _, c := range checks {
-			c := c.(map[string]interface{})
-			tested[c["alertname"].(string)] = true
-			exp, _ := c["exp_alerts"].([]interface{})
-			for _, e := range exp {
-				e.(map[string]interface{})["exp_labels"].(map[string]interface{})["memcached"] = "cache"
+			var scoped ruleFile
+			rules, err := os.ReadFile(scopedRules)
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		kept = append(kept, tc)
+			if err := yaml.Unmarshal(rules, &scoped); err != nil {
+				t.Fatal(err)
+			}
+			alerts := map[string]bool{}
+			for _, g := range scoped.Groups {
+				for _, r := range g.Rules {
+					alerts[r.Alert] = true
+				}
+			}
+			firing := fmt.Sprintf(`pod=%q`, podName(memcached, "7d9f8b6c5", "x2k4q"))
+			neighbour := strings.NewReplacer(firing, fmt.Sprintf(`pod=%q`, podName(neighbours[memcached], "5b8c7d6e9", "abcde")),
+				fmt.Sprintf(`job=%q`, memcached), fmt.Sprintf(`job=%q`, neighbours[memcached]),
+				fmt.Sprintf(`memcached=%q`, memcached), fmt.Sprintf(`memcached=%q`, neighbours[memcached]))
+			var kept []interface{}
+			tested := map[string]bool{}
+			for _, tc := range file["tests"].([]interface{}) {
+				tc := tc.(map[string]interface{})
+				checks := tc["alert_rule_test"].([]interface{})
+				if !alerts[checks[0].(map[string]interface{})["alertname"].(string)] {
+					continue
+				}
+				series := tc["input_series"].([]interface{})
+				copied := 0
+				for _, s := range series {
+					s := s.(map[string]interface{})
+					if name := s["series"].(string); strings.Contains(name, firing) {
+						series = append(series, map[string]interface{}{"series": neighbour.Replace(name), "values": s["values"]})
+						copied++
+					}
+				}
+				if copied == 0 {
+					t.Errorf("test %q: no series of %s", tc["name"], firing)
+				}
+				tc["input_series"] = series
+				for _, c := range checks {
+					c := c.(map[string]interface{})
+					tested[c["alertname"].(string)] = true
+					exp, _ := c["exp_alerts"].([]interface{})
+					for _, e := range exp {
+						e.(map[string]interface{})["exp_labels"].(map[string]interface{})["memcached"] = memcached
+					}
+				}
+				kept = append(kept, tc)
+			}
+			for a := range alerts {
+				if !tested[a] {
+					t.Errorf("rules_test.yaml has no case of %s", a)
+				}
+			}
+			file["tests"] = kept
+			file["rule_files"] = []string{"rules.yaml"}
+			out, err := yaml.Marshal(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tmp := t.TempDir()
+			for name, content := range map[string][]byte{"rules.yaml": rules, "tests.yaml": out} {
+				if err := os.WriteFile(filepath.Join(tmp, name), content, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			t.Log(run(t, tmp, "test", "rules", "tests.yaml"))
+		})
 	}
-	for a := range alerts {
-		if !tested[a] {
-			t.Errorf("rules_test.yaml has no case of %s", a)
-		}
+}
+
+// TestDashboardQueriesSelectTheirMemcachedOnly evaluates with promtool every query
+// of dashboards/memcached.json and of the console about caches, with the variables
+// and parameters of Memcached shop/cache and of shop/<longName>, over the series of
+// one pod of that Memcached, then over those of a pod of its neighbour, whose pods'
+// names start as its own: each query must return one series of the Memcached's pod
+// and none of the neighbour's, and each variable must offer the value the test gives
+// it. Every series carries the labels the queries filter on (command, status,
+// result), with values that grow, so that rates and ratios have a value.
+func TestDashboardQueriesSelectTheirMemcachedOnly(t *testing.T) {
+	t.Parallel()
+	exported := exportedMetrics(t)
+	for memcached := range scopedRules {
+		t.Run(memcached, func(t *testing.T) {
+			t.Parallel()
+			exprs := dashboardExpressions(t, "memcached.json", grafanaVariables("shop", memcached))
+			for _, e := range consoleExpressions(t, map[string]string{"namespace": "shop", "memcached": memcached}) {
+				if !strings.Contains(e.expr, "memcached_operator_") {
+					exprs = append(exprs, e)
+				}
+			}
+			values := map[string]string{"namespace": "shop", "memcached": memcached}
+			type expSample struct {
+				Labels string  `json:"labels"`
+				Value  float64 `json:"value"`
+			}
+			type check struct {
+				Expr       string      `json:"expr"`
+				EvalTime   string      `json:"eval_time"`
+				ExpSamples []expSample `json:"exp_samples"`
+			}
+			var mine, theirs []check
+			metrics := map[string]bool{}
+			for _, e := range exprs {
+				for _, n := range metricNames(e.expr) {
+					if !exported[n] || strings.HasPrefix(n, "memcached_operator_") {
+						t.Errorf("%s: %s is no series of the sidecar: %s", e.where, n, e.expr)
+					}
+					metrics[n] = true
+				}
+				if e.label != "" {
+					value, ok := values[e.label]
+					if !ok {
+						t.Errorf("%s: the test gives no value of label %s", e.where, e.label)
+						continue
+					}
+					mine = append(mine, check{fmt.Sprintf("count by (%s) (%s)", e.label, e.expr), "10m", []expSample{{fmt.Sprintf("{%s=%q}", e.label, value), 1}}})
+					continue
+				}
+				mine = append(mine, check{fmt.Sprintf("count(%s)", e.expr), "10m", []expSample{{"{}", 1}}})
+				theirs = append(theirs, check{fmt.Sprintf("count(%s)", e.expr), "10m", nil})
+			}
+			if len(theirs) < 20 {
+				t.Fatalf("%d queries of the dashboard and the console, want them all", len(theirs))
+			}
+			seriesOf := func(memcached, pod string) []map[string]string {
+				var series []map[string]string
+				for _, n := range slices.Sorted(maps.Keys(metrics)) {
+					series = append(series, map[string]string{
+						"series": fmt.Sprintf(`%s{namespace="shop", pod=%q, job=%q, memcached=%q, command="get", status="hit", result="failure"}`, n, pod, memcached, memcached),
+						"values": "1+1x20",
+					})
+				}
+				return series
+			}
+			tests := map[string]interface{}{
+				"evaluation_interval": "1m",
+				"tests": []interface{}{
+					map[string]interface{}{
+						"name":             "the queries return the series of a pod of " + memcached,
+						"interval":         "1m",
+						"input_series":     seriesOf(memcached, podName(memcached, "7d9f8b6c5", "x2k4q")),
+						"promql_expr_test": mine,
+					},
+					map[string]interface{}{
+						"name":             "the queries return nothing of a pod of " + neighbours[memcached],
+						"interval":         "1m",
+						"input_series":     seriesOf(neighbours[memcached], podName(neighbours[memcached], "5b8c7d6e9", "abcde")),
+						"promql_expr_test": theirs,
+					},
+				},
+			}
+			b, err := yaml.Marshal(tests)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tmp := t.TempDir()
+			if err := os.WriteFile(filepath.Join(tmp, "tests.yaml"), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			t.Log(run(t, tmp, "test", "rules", "tests.yaml"))
+			t.Logf("%d queries return the series of %s's pod and none of %s's", len(theirs), memcached, neighbours[memcached])
+		})
 	}
-	file["tests"] = kept
-	file["rule_files"] = []string{"rules.yaml"}
-	out, err := yaml.Marshal(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmp := t.TempDir()
-	for name, content := range map[string][]byte{"rules.yaml": rules, "tests.yaml": out} {
-		if err := os.WriteFile(filepath.Join(tmp, name), content, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Log(run(t, tmp, "test", "rules", "tests.yaml"))
 }

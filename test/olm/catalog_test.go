@@ -25,7 +25,7 @@ var (
 )
 
 // knownWarnings are validator warnings that the catalog keeps on purpose, each with its reason
-// (README.md, "OLM validation warnings", says the same). A warning not listed here fails the test.
+// (test/README.md, "Validation of the catalog", says the same). A warning not listed here fails the test.
 var knownWarnings = map[string]string{
 	`channel(s) ["alpha"] are not following the recommended naming convention`: "the getting-started " +
 		"guide and its users subscribe to the alpha channel; renaming it would strand them",

@@ -516,6 +516,17 @@ type model struct {
 	uids int
 	// hashes caches desiredHash, by what it depends on.
 	hashes map[hashKey]string
+	// lastValid holds, by Memcached name, the last version whose spec the
+	// operator accepts (memcached.ValidateSpec).
+	lastValid map[string]*v1alpha1.Memcached
+}
+
+// validSpec returns m if the operator accepts its spec, else nil.
+func validSpec(m *v1alpha1.Memcached) *v1alpha1.Memcached {
+	if memcached.ValidateSpec(m) != nil {
+		return nil
+	}
+	return m
 }
 
 type hashKey struct {
@@ -540,6 +551,7 @@ func runModel(cfg modelConfig, events []modelEvent) (int, *violation) {
 		discovery: map[string]writtenDiscovery{},
 		observed:  map[types.UID]int64{},
 		hashes:    map[hashKey]string{},
+		lastValid: map[string]*v1alpha1.Memcached{},
 	}
 	md.client = &modelClient{fakeClient: newFakeClient(), md: md}
 	md.client.monitoringServed = true
@@ -655,6 +667,17 @@ func (md *model) apply(e modelEvent, st *stepState) {
 		m = memcachedtest.NewMemcached(e.name, 0)
 		m.UID = types.UID(fmt.Sprintf("uid-%s-%d", e.name, md.uids))
 		m.Spec = newSpec(e.a)
+		if _, ok := discoveryText(md.client.configMaps[k]); !ok || !memcached.Discovered(m) {
+			// Nothing in the cluster holds the discovery versions of a
+			// deleted Memcached once its ConfigMap is gone (collected, or
+			// deleted when discovery was turned off) or unreadable, and a
+			// Memcached created without discovery reads none: such a one
+			// starts afresh, a limit docs/limitations.md states. One
+			// created with discovery while a readable one exists goes on
+			// above it.
+			delete(md.discovery, e.name)
+		}
+		md.lastValid[e.name] = validSpec(m)
 		m.ResourceVersion = md.nextVersion()
 		md.client.memcacheds[k] = m
 		st.edited, st.userRoll = e.name, true
@@ -673,7 +696,13 @@ func (md *model) apply(e modelEvent, st *stepState) {
 		edited.ResourceVersion = md.nextVersion()
 		md.client.memcacheds[k] = edited
 		st.edited = e.name
-		st.userRoll = memcached.ValidateSpec(m) != nil || md.desiredHash(m) != md.desiredHash(edited)
+		// A user's change of the template is one from the last spec the
+		// operator could apply: an edit it refuses, and one that takes it
+		// back, change nothing it applied.
+		st.userRoll = memcached.ValidateSpec(edited) == nil && (md.lastValid[e.name] == nil || md.desiredHash(md.lastValid[e.name]) != md.desiredHash(edited))
+		if v := validSpec(edited); v != nil {
+			md.lastValid[e.name] = v
+		}
 		md.handle(edited, false)
 	case evDelete:
 		if m == nil {

@@ -428,32 +428,49 @@ func TestAStuckPacedRollHoldsItsSlot(t *testing.T) {
 	}
 }
 
+// ownChanges stores in f's cache changed, a spec change of m, the
+// Memcached b (generation 2, --threads=2), and fresh, a new Memcached of
+// size 2, and returns them: changes of the user's, which roll at once
+// whatever else waits.
+func (f *fixture) ownChanges(m *v1alpha1.Memcached) (changed, fresh *v1alpha1.Memcached) {
+	changed = m.DeepCopy()
+	changed.Generation = 2
+	changed.Spec.ExtraArgs = []string{"--threads=2"}
+	f.handler.memcacheds.store("test/b", changed)
+	fresh = memcachedtest.NewMemcached("fresh", 2)
+	f.client.memcacheds["test/fresh"] = fresh
+	f.handler.memcacheds.store("test/fresh", fresh)
+	return changed, fresh
+}
+
+// checkOwnChangesRolled fails t unless the changes of ownChanges rolled:
+// b's Deployment has the new template of its spec, unmarked, and fresh's
+// was created with the new template.
+func (f *fixture) checkOwnChangesRolled(t *testing.T, changed, fresh *v1alpha1.Memcached) {
+	t.Helper()
+	d := f.client.deployments["test/b"]
+	if _, marked := d.Spec.Template.Annotations[memcached.PacedRollAnnotation]; marked || memcached.TemplateOf(d) != memcachedtest.CurrentHash(changed) {
+		t.Errorf("deployment b: template annotations %v, want the new template of its spec, unmarked", d.Spec.Template.Annotations)
+	}
+	if d, ok := f.client.deployments["test/fresh"]; !ok || memcached.TemplateOf(d) != memcachedtest.CurrentHash(fresh) {
+		t.Errorf("memcached fresh: deployment %v, want one created with the new template at once", d)
+	}
+}
+
 func TestSpecChangesAndNewMemcachedsDoNotWaitForTheFleet(t *testing.T) {
 	ms, objs := fleet("a", "b", "c")
 	f := newFixture(t, withoutDeployment(append(objs, memcachedtest.PacedDeployment(ms[0], 2)), "a")...)
 	f.handler.PaceRolls(intstr.FromInt(1))
-	changed := ms[1].DeepCopy()
-	changed.Generation = 2
-	changed.Spec.ExtraArgs = []string{"--threads=2"}
-	f.handler.memcacheds.store("test/b", changed)
-	fresh := memcachedtest.NewMemcached("fresh", 2)
-	f.client.memcacheds["test/fresh"] = fresh
-	f.handler.memcacheds.store("test/fresh", fresh)
+	changed, fresh := f.ownChanges(ms[1])
 
 	f.handleAll(changed, ms[2], fresh)
 
 	if got, want := f.templatePatches(), []string{"b"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("patched %v, want %v: b's own change goes at once, c waits", got, want)
 	}
-	d := f.client.deployments["test/b"]
-	if _, marked := d.Spec.Template.Annotations[memcached.PacedRollAnnotation]; marked || memcached.TemplateOf(d) != memcachedtest.CurrentHash(changed) {
-		t.Errorf("deployment b: template annotations %v, want the new template of its spec, unmarked", d.Spec.Template.Annotations)
-	}
-	if got := d.Spec.Template.Annotations[memcached.SpecHashAnnotation]; got != memcachedtest.MustSpecHash(changed) {
+	f.checkOwnChangesRolled(t, changed, fresh)
+	if got := f.client.deployments["test/b"].Spec.Template.Annotations[memcached.SpecHashAnnotation]; got != memcachedtest.MustSpecHash(changed) {
 		t.Errorf("deployment b: recorded spec %q, want %q", got, memcachedtest.MustSpecHash(changed))
-	}
-	if d, ok := f.client.deployments["test/fresh"]; !ok || memcached.TemplateOf(d) != memcachedtest.CurrentHash(fresh) {
-		t.Errorf("memcached fresh: deployment %v, want one created with the new template at once", d)
 	}
 	if c := f.progressing("c"); c.Reason != memcached.ReasonRollPending {
 		t.Errorf("memcached c: Progressing %s %q, want %s", c.Reason, c.Message, memcached.ReasonRollPending)

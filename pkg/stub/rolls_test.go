@@ -308,6 +308,15 @@ func (f *fixture) progressing(name string) v1alpha1.MemcachedCondition {
 	return *c
 }
 
+// checkRollPending fails t unless memcached name of f reports Progressing
+// RollPending, its roll waiting for the slots that holders hold.
+func checkRollPending(t *testing.T, f *fixture, name, holders string) {
+	t.Helper()
+	if c := f.progressing(name); c.Reason != memcached.ReasonRollPending || !strings.HasSuffix(c.Message, "held by "+holders) {
+		t.Errorf("memcached %s: Progressing %s %q, want %s held by %s", name, c.Reason, c.Message, memcached.ReasonRollPending, holders)
+	}
+}
+
 // finishRoll replaces the pods of m with size Ready pods of the current
 // template, as the Deployment controller does at the end of a roll.
 func (f *fixture) finishRoll(m *v1alpha1.Memcached) {
@@ -396,9 +405,7 @@ func TestCountsRollsInFlightFromTheCaches(t *testing.T) {
 		t.Fatalf("patched %v, want nothing while b's roll holds the only slot", got)
 	}
 	for _, name := range []string{"a", "c"} {
-		if c := f.progressing(name); c.Reason != memcached.ReasonRollPending || !strings.HasSuffix(c.Message, "held by b") {
-			t.Errorf("memcached %s: Progressing %s %q, want %s held by b", name, c.Reason, c.Message, memcached.ReasonRollPending)
-		}
+		checkRollPending(t, f, name, "b")
 	}
 	if c := f.progressing("b"); c.Reason != memcached.ReasonRollingUpdate {
 		t.Errorf("memcached b: Progressing %s %q, want %s", c.Reason, c.Message, memcached.ReasonRollingUpdate)
@@ -423,9 +430,7 @@ func TestAStuckPacedRollHoldsItsSlot(t *testing.T) {
 	if got := f.templatePatches(); len(got) != 0 {
 		t.Fatalf("patched %v, want nothing: a stuck roll holds its slot", got)
 	}
-	if c := f.progressing("b"); c.Reason != memcached.ReasonRollPending || !strings.HasSuffix(c.Message, "held by a") {
-		t.Errorf("memcached b: Progressing %s %q, want %s held by a", c.Reason, c.Message, memcached.ReasonRollPending)
-	}
+	checkRollPending(t, f, "b", "a")
 }
 
 // ownChanges stores in f's cache changed, a spec change of m, the
@@ -560,9 +565,7 @@ func TestAGrantHoldsItsSlotUntilTheCacheShowsThePatch(t *testing.T) {
 	if got, want := f.templatePatches(), []string{"a"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("patched %v, want %v: a's grant holds the only slot", got, want)
 	}
-	if c := f.progressing("b"); c.Reason != memcached.ReasonRollPending || !strings.HasSuffix(c.Message, "held by a") {
-		t.Errorf("memcached b: Progressing %s %q, want %s held by a", c.Reason, c.Message, memcached.ReasonRollPending)
-	}
+	checkRollPending(t, f, "b", "a")
 }
 
 // TestASpecChangeGivesBackAGrantTheCacheNeverShows: a paced patch, then a
@@ -675,9 +678,7 @@ func TestTenantDeploymentsHoldNoRollSlot(t *testing.T) {
 	if got, want := f.templatePatches(), []string{"a"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("patched %v, want %v: no tenant's Deployment holds a slot", got, want)
 	}
-	if c := f.progressing("b"); c.Reason != memcached.ReasonRollPending || !strings.HasSuffix(c.Message, "held by a") {
-		t.Errorf("memcached b: Progressing %s %q, want %s held by a alone", c.Reason, c.Message, memcached.ReasonRollPending)
-	}
+	checkRollPending(t, f, "b", "a")
 }
 
 func TestTenantPodsHoldNoRollSlot(t *testing.T) {

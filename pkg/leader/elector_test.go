@@ -424,9 +424,7 @@ func TestStandbyTakesAReleasedLeaseAtOnce(t *testing.T) {
 func TestRestartedLeaderResumesItsLease(t *testing.T) {
 	api := newFakeAPI()
 	f := newFront(t, api)
-	if err := f.lock(t, "pod-a").Create(electionRecord("pod-a", time.Now(), 0)); err != nil {
-		t.Fatal(err)
-	}
+	f.createLease(t, "pod-a", time.Now(), 0)
 	c := start(t, f, "pod-a")
 	c.waitLead(t, testLeaseDuration/2)
 }
@@ -449,9 +447,7 @@ func TestMissingLeaseIsCreatedAfterALeaseDuration(t *testing.T) {
 func TestStandbyWaitsForAnUnexpiredLease(t *testing.T) {
 	api := newFakeAPI()
 	f := newFront(t, api)
-	if err := f.lock(t, "pod-gone").Create(electionRecord("pod-gone", time.Now(), 0)); err != nil {
-		t.Fatal(err)
-	}
+	f.createLease(t, "pod-gone", time.Now(), 0)
 	began := time.Now()
 	c := start(t, f, "pod-b")
 	if led := c.waitLead(t, 5*time.Second); led.Sub(began) < testLeaseDuration {
@@ -518,9 +514,7 @@ func TestNewRejectsTimings(t *testing.T) {
 // writes any more, so Run releases the Lease before it returns lead's error.
 func TestLeadReturningReleasesTheLease(t *testing.T) {
 	api := newFakeAPI()
-	if err := newFront(t, api).lock(t, "pod-a").Create(electionRecord("pod-a", time.Now(), 0)); err != nil {
-		t.Fatal(err)
-	}
+	newFront(t, api).createLease(t, "pod-a", time.Now(), 0)
 	e, err := New(Config{Lock: newFront(t, api).lock(t, "pod-a"), LeaseDuration: testLeaseDuration, RenewDeadline: testRenewDeadline, RetryPeriod: testRetryPeriod, StopTime: testStopTime})
 	if err != nil {
 		t.Fatal(err)

@@ -27,6 +27,15 @@ func electionRecord(holder string, renew time.Time, transitions int) resourceloc
 	}
 }
 
+// createLease creates through f the Lease that holder holds, renewed at
+// renew after transitions changes of holder, failing t if it cannot.
+func (f *front) createLease(t *testing.T, holder string, renew time.Time, transitions int) {
+	t.Helper()
+	if err := f.lock(t, holder).Create(electionRecord(holder, renew, transitions)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestLeaseLockCreatesTheLease(t *testing.T) {
 	api := newFakeAPI()
 	lock := newFront(t, api).lock(t, "pod-a")
@@ -58,9 +67,7 @@ func TestLeaseLockCreatesTheLease(t *testing.T) {
 func TestLeaseLockReadsTheRecord(t *testing.T) {
 	api := newFakeAPI()
 	f := newFront(t, api)
-	if err := f.lock(t, "pod-a").Create(electionRecord("pod-a", at.Add(time.Second), 3)); err != nil {
-		t.Fatal(err)
-	}
+	f.createLease(t, "pod-a", at.Add(time.Second), 3)
 
 	got, err := f.lock(t, "pod-b").Get()
 	if err != nil {
@@ -86,9 +93,7 @@ func TestLeaseLockReadsTheRecord(t *testing.T) {
 func TestLeaseLockUpdateConflicts(t *testing.T) {
 	api := newFakeAPI()
 	f := newFront(t, api)
-	if err := f.lock(t, "pod-old").Create(electionRecord("pod-old", at, 0)); err != nil {
-		t.Fatal(err)
-	}
+	f.createLease(t, "pod-old", at, 0)
 	a, b := f.lock(t, "pod-a"), f.lock(t, "pod-b")
 	if _, err := a.Get(); err != nil {
 		t.Fatal(err)
@@ -119,9 +124,7 @@ func TestLeaseLockUpdateConflicts(t *testing.T) {
 
 func TestLeaseLockCreateRefusedWhenItExists(t *testing.T) {
 	f := newFront(t, newFakeAPI())
-	if err := f.lock(t, "pod-a").Create(electionRecord("pod-a", at, 0)); err != nil {
-		t.Fatal(err)
-	}
+	f.createLease(t, "pod-a", at, 0)
 	if err := f.lock(t, "pod-b").Create(electionRecord("pod-b", at, 0)); !apierrors.IsAlreadyExists(err) {
 		t.Errorf("got %v, want AlreadyExists", err)
 	}
@@ -328,9 +331,7 @@ func TestLeaseLockRelease(t *testing.T) {
 					t.Fatal(err)
 				}
 			} else {
-				if err := f.lock(t, "pod-b").Create(electionRecord("pod-b", at, 3)); err != nil {
-					t.Fatal(err)
-				}
+				f.createLease(t, "pod-b", at, 3)
 				if _, err := lock.Get(); err != nil {
 					t.Fatal(err)
 				}

@@ -251,6 +251,22 @@ func writeSecret(t *testing.T, dir string, serial int64) {
 	writeSecretUntil(t, dir, serial, time.Now().Add(time.Hour))
 }
 
+// writeKeyOfAnotherCertificate replaces the key in dir, a Secret's mount
+// that writeSecret wrote, with the key of another certificate, serial 2 of
+// another CA, so that the pair no longer loads.
+func writeKeyOfAnotherCertificate(t *testing.T, dir string) {
+	t.Helper()
+	other := t.TempDir()
+	writeSecret(t, other, 2)
+	b, err := os.ReadFile(filepath.Join(other, keyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, keyFile), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // writeSecretUntil is writeSecret of a certificate that expires at
 // notAfter.
 func writeSecretUntil(t *testing.T, dir string, serial int64, notAfter time.Time) {

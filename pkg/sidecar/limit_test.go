@@ -54,6 +54,11 @@ func askVersion(addr string) (string, error) {
 		return "", err
 	}
 	defer c.Close()
+	return askVersionOn(c)
+}
+
+// askVersionOn sends "version" on c and reads the reply, within patience.
+func askVersionOn(c net.Conn) (string, error) {
 	_ = c.SetDeadline(time.Now().Add(patience))
 	if _, err := io.WriteString(c, "version\r\n"); err != nil {
 		return "", err
@@ -114,11 +119,7 @@ func tlsVersion(t *testing.T, addr, tlsDir string) (string, error) {
 		return "", err
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(patience))
-	if _, err := io.WriteString(c, "version\r\n"); err != nil {
-		return "", err
-	}
-	return bufio.NewReader(c).ReadString('\n')
+	return askVersionOn(c)
 }
 
 // TestDiscoveryClosesStalledClients: a client that sends nothing, stops

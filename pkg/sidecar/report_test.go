@@ -7,8 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
@@ -46,15 +44,7 @@ func TestReportTellsAndClearsARefusedCertificate(t *testing.T) {
 	if err := r.Check(ctx); err != nil {
 		t.Fatal(err)
 	}
-	other := t.TempDir()
-	writeSecret(t, other, 2)
-	b, err := os.ReadFile(filepath.Join(other, keyFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, keyFile), b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeKeyOfAnotherCertificate(t, dir)
 	_ = r.Check(ctx)
 	if got := report(); !reflect.DeepEqual(got, Report{Problems: []Problem{}}) {
 		t.Errorf("after one check of the mismatched pair: got %+v, want no problem yet", got)

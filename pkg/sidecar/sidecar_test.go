@@ -5,8 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -255,17 +253,7 @@ func TestRefresher(t *testing.T) {
 		{name: "memcached refuses", refuseRefresh: true, change: func(t *testing.T, dir string) { writeSecret(t, dir, 2) },
 			wantRefreshes: 1, wantFailure: 1, wantSerial: "1", wantErr: "memcached refused to reload its certificate",
 			wantProblem: "memcached refused to reload its certificate: refresh_certs: ERROR failed to refresh SSL settings"},
-		{name: "key of another certificate", change: func(t *testing.T, dir string) {
-			other := t.TempDir()
-			writeSecret(t, other, 2)
-			b, err := os.ReadFile(filepath.Join(other, keyFile))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(dir, keyFile), b, 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}, wantSerial: "1", wantErr: "the mounted certificate is not usable yet",
+		{name: "key of another certificate", change: writeKeyOfAnotherCertificate, wantSerial: "1", wantErr: "the mounted certificate is not usable yet",
 			wantProblem: "the mounted certificate files do not load, so the sidecar does not ask memcached to load them and memcached keeps the certificate it serves: tls: private key does not match public key"},
 	}
 	for _, tt := range tests {

@@ -28,15 +28,7 @@ func TestRollsThePodTemplateWhenTheSpecChanges(t *testing.T) {
 		t.Fatalf("Handle: %v", err)
 	}
 
-	checkActions(t, f.client.actions, []string{
-		"get deployment test/example",
-		"apply deployment test/example",
-		"get service test/example",
-		"get poddisruptionbudget test/example",
-		"list pods test app=memcached,memcached_cr=example",
-		"get service test/example",
-		"update memcached/status test/example",
-	})
+	checkActions(t, f.client.actions, writesDeployment("apply deployment test/example"))
 	d := f.client.deployments["test/example"]
 	if got, want := memcached.TemplateOf(d), memcachedtest.CurrentHash(m); got != want || got == memcached.TemplateOf(before) {
 		t.Errorf("template hash after the patch: got %q, want %q", got, want)
@@ -178,15 +170,7 @@ func TestInvalidSpecChangesNothing(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `"--port=1"`) {
 		t.Fatalf("Handle: got %v, want the invalid argument named", err)
 	}
-	checkActions(t, f.client.actions, []string{
-		"list pods test app=memcached,memcached_cr=example",
-		"get service test/example",
-		"get deployment test/example",
-		"update memcached/status test/example",
-	})
-	if c := memcached.FindCondition(f.client.statuses[0].Conditions, v1alpha1.MemcachedDegraded); c == nil || c.Status != corev1.ConditionTrue || c.Reason != memcached.ReasonInvalidSpec {
-		t.Errorf("Degraded: got %+v, want True with reason %s", c, memcached.ReasonInvalidSpec)
-	}
+	checkRefusedSpec(t, f)
 }
 
 // TestInvalidSpecLeavesExistingDeploymentAlone: a Memcached stored before
@@ -207,6 +191,14 @@ func TestInvalidSpecLeavesExistingDeploymentAlone(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `spec.extraArgs[0]: "--threads=0": --threads must be`) {
 		t.Fatalf("Handle: got %v, want the invalid thread count named", err)
 	}
+	checkRefusedSpec(t, f)
+}
+
+// checkRefusedSpec fails t unless f's reconcile refused example's spec:
+// it read the pods, the Service and the Deployment, wrote nothing but the
+// status, and reported Degraded=True InvalidSpec.
+func checkRefusedSpec(t *testing.T, f *fixture) {
+	t.Helper()
 	checkActions(t, f.client.actions, []string{
 		"list pods test app=memcached,memcached_cr=example",
 		"get service test/example",
@@ -278,15 +270,7 @@ func TestSetsTheProgressDeadlineOfExistingDeployments(t *testing.T) {
 				t.Fatalf("Handle: %v", err)
 			}
 
-			checkActions(t, f.client.actions, []string{
-				"get deployment test/example",
-				"patch deployment test/example",
-				"get service test/example",
-				"get poddisruptionbudget test/example",
-				"list pods test app=memcached,memcached_cr=example",
-				"get service test/example",
-				"update memcached/status test/example",
-			})
+			checkActions(t, f.client.actions, writesDeployment("patch deployment test/example"))
 			if got, want := f.client.patches["patch deployment test/example"], `[{"op":"test","path":"/metadata/uid","value":"uid-deployment"},{"op":"add","path":"/spec/progressDeadlineSeconds","value":300}]`; got != want {
 				t.Errorf("patch: got %s, want %s: the UID test and the deadline alone, no roll", got, want)
 			}

@@ -142,6 +142,23 @@ func steady(writes ...string) []string {
 	}, writes...)
 }
 
+// writesDeployment returns the calls of a reconcile of example whose
+// Service and PodDisruptionBudget are in place and whose Deployment it
+// changes with the call write (an apply, a patch or a scale): the
+// Deployment's read and that write, the other cache reads, then the status
+// update.
+func writesDeployment(write string) []string {
+	return []string{
+		"get deployment test/example",
+		write,
+		"get service test/example",
+		"get poddisruptionbudget test/example",
+		"list pods test app=memcached,memcached_cr=example",
+		"get service test/example",
+		"update memcached/status test/example",
+	}
+}
+
 // createActions are the calls of a reconcile that creates the children of
 // example, of size 2 or more; the status waits for the next reconcile,
 // which it queues.
@@ -215,15 +232,7 @@ func TestScalesToSpecSize(t *testing.T) {
 				t.Fatalf("Handle: %v", err)
 			}
 
-			checkActions(t, f.client.actions, []string{
-				"get deployment test/example",
-				tt.want,
-				"get service test/example",
-				"get poddisruptionbudget test/example",
-				"list pods test app=memcached,memcached_cr=example",
-				"get service test/example",
-				"update memcached/status test/example",
-			})
+			checkActions(t, f.client.actions, writesDeployment(tt.want))
 			wantEvent := fmt.Sprintf("Normal DeploymentScaled Scaled deployment example to %d replicas", tt.size)
 			if got := f.events(); !reflect.DeepEqual(got, []string{wantEvent}) {
 				t.Errorf("events: got %q, want %q", got, wantEvent)

@@ -308,6 +308,15 @@ func (f *fixture) progressing(name string) v1alpha1.MemcachedCondition {
 	return *c
 }
 
+// checkRollPending fails t unless memcached name of f reports Progressing
+// RollPending, its roll waiting for the slots that holders hold.
+func checkRollPending(t *testing.T, f *fixture, name, holders string) {
+	t.Helper()
+	if c := f.progressing(name); c.Reason != memcached.ReasonRollPending || !strings.HasSuffix(c.Message, "held by "+holders) {
+		t.Errorf("memcached %s: Progressing %s %q, want %s held by %s", name, c.Reason, c.Message, memcached.ReasonRollPending, holders)
+	}
+}
+
 // finishRoll replaces the pods of m with size Ready pods of the current
 // template, as the Deployment controller does at the end of a roll.
 func (f *fixture) finishRoll(m *v1alpha1.Memcached) {
@@ -396,9 +405,7 @@ func TestCountsRollsInFlightFromTheCaches(t *testing.T) {
 		t.Fatalf("patched %v, want nothing while b's roll holds the only slot", got)
 	}
 	for _, name := range []string{"a", "c"} {
-		if c := f.progressing(name); c.Reason != memcached.ReasonRollPending || !strings.HasSuffix(c.Message, "held by b") {
-			t.Errorf("memcached %s: Progressing %s %q, want %s held by b", name, c.Reason, c.Message, memcached.ReasonRollPending)
-		}
+		checkRollPending(t, f, name, "b")
 	}
 	if c := f.progressing("b"); c.Reason != memcached.ReasonRollingUpdate {
 		t.Errorf("memcached b: Progressing %s %q, want %s", c.Reason, c.Message, memcached.ReasonRollingUpdate)
@@ -423,8 +430,35 @@ func TestAStuckPacedRollHoldsItsSlot(t *testing.T) {
 	if got := f.templatePatches(); len(got) != 0 {
 		t.Fatalf("patched %v, want nothing: a stuck roll holds its slot", got)
 	}
-	if c := f.progressing("b"); c.Reason != memcached.ReasonRollPending || !strings.HasSuffix(c.Message, "held by a") {
-		t.Errorf("memcached b: Progressing %s %q, want %s held by a", c.Reason, c.Message, memcached.ReasonRollPending)
+	checkRollPending(t, f, "b", "a")
+}
+
+// ownChanges stores in f's cache changed, a spec change of m, the
+// Memcached b (generation 2, --threads=2), and fresh, a new Memcached of
+// size 2, and returns them: changes of the user's, which roll at once
+// whatever else waits.
+func (f *fixture) ownChanges(m *v1alpha1.Memcached) (changed, fresh *v1alpha1.Memcached) {
+	changed = m.DeepCopy()
+	changed.Generation = 2
+	changed.Spec.ExtraArgs = []string{"--threads=2"}
+	f.handler.memcacheds.store("test/b", changed)
+	fresh = memcachedtest.NewMemcached("fresh", 2)
+	f.client.memcacheds["test/fresh"] = fresh
+	f.handler.memcacheds.store("test/fresh", fresh)
+	return changed, fresh
+}
+
+// checkOwnChangesRolled fails t unless the changes of ownChanges rolled:
+// b's Deployment has the new template of its spec, unmarked, and fresh's
+// was created with the new template.
+func (f *fixture) checkOwnChangesRolled(t *testing.T, changed, fresh *v1alpha1.Memcached) {
+	t.Helper()
+	d := f.client.deployments["test/b"]
+	if _, marked := d.Spec.Template.Annotations[memcached.PacedRollAnnotation]; marked || memcached.TemplateOf(d) != memcachedtest.CurrentHash(changed) {
+		t.Errorf("deployment b: template annotations %v, want the new template of its spec, unmarked", d.Spec.Template.Annotations)
+	}
+	if d, ok := f.client.deployments["test/fresh"]; !ok || memcached.TemplateOf(d) != memcachedtest.CurrentHash(fresh) {
+		t.Errorf("memcached fresh: deployment %v, want one created with the new template at once", d)
 	}
 }
 
@@ -432,28 +466,16 @@ func TestSpecChangesAndNewMemcachedsDoNotWaitForTheFleet(t *testing.T) {
 	ms, objs := fleet("a", "b", "c")
 	f := newFixture(t, withoutDeployment(append(objs, memcachedtest.PacedDeployment(ms[0], 2)), "a")...)
 	f.handler.PaceRolls(intstr.FromInt(1))
-	changed := ms[1].DeepCopy()
-	changed.Generation = 2
-	changed.Spec.ExtraArgs = []string{"--threads=2"}
-	f.handler.memcacheds.store("test/b", changed)
-	fresh := memcachedtest.NewMemcached("fresh", 2)
-	f.client.memcacheds["test/fresh"] = fresh
-	f.handler.memcacheds.store("test/fresh", fresh)
+	changed, fresh := f.ownChanges(ms[1])
 
 	f.handleAll(changed, ms[2], fresh)
 
 	if got, want := f.templatePatches(), []string{"b"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("patched %v, want %v: b's own change goes at once, c waits", got, want)
 	}
-	d := f.client.deployments["test/b"]
-	if _, marked := d.Spec.Template.Annotations[memcached.PacedRollAnnotation]; marked || memcached.TemplateOf(d) != memcachedtest.CurrentHash(changed) {
-		t.Errorf("deployment b: template annotations %v, want the new template of its spec, unmarked", d.Spec.Template.Annotations)
-	}
-	if got := d.Spec.Template.Annotations[memcached.SpecHashAnnotation]; got != memcachedtest.MustSpecHash(changed) {
+	f.checkOwnChangesRolled(t, changed, fresh)
+	if got := f.client.deployments["test/b"].Spec.Template.Annotations[memcached.SpecHashAnnotation]; got != memcachedtest.MustSpecHash(changed) {
 		t.Errorf("deployment b: recorded spec %q, want %q", got, memcachedtest.MustSpecHash(changed))
-	}
-	if d, ok := f.client.deployments["test/fresh"]; !ok || memcached.TemplateOf(d) != memcachedtest.CurrentHash(fresh) {
-		t.Errorf("memcached fresh: deployment %v, want one created with the new template at once", d)
 	}
 	if c := f.progressing("c"); c.Reason != memcached.ReasonRollPending {
 		t.Errorf("memcached c: Progressing %s %q, want %s", c.Reason, c.Message, memcached.ReasonRollPending)
@@ -543,9 +565,7 @@ func TestAGrantHoldsItsSlotUntilTheCacheShowsThePatch(t *testing.T) {
 	if got, want := f.templatePatches(), []string{"a"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("patched %v, want %v: a's grant holds the only slot", got, want)
 	}
-	if c := f.progressing("b"); c.Reason != memcached.ReasonRollPending || !strings.HasSuffix(c.Message, "held by a") {
-		t.Errorf("memcached b: Progressing %s %q, want %s held by a", c.Reason, c.Message, memcached.ReasonRollPending)
-	}
+	checkRollPending(t, f, "b", "a")
 }
 
 // TestASpecChangeGivesBackAGrantTheCacheNeverShows: a paced patch, then a
@@ -658,9 +678,7 @@ func TestTenantDeploymentsHoldNoRollSlot(t *testing.T) {
 	if got, want := f.templatePatches(), []string{"a"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("patched %v, want %v: no tenant's Deployment holds a slot", got, want)
 	}
-	if c := f.progressing("b"); c.Reason != memcached.ReasonRollPending || !strings.HasSuffix(c.Message, "held by a") {
-		t.Errorf("memcached b: Progressing %s %q, want %s held by a alone", c.Reason, c.Message, memcached.ReasonRollPending)
-	}
+	checkRollPending(t, f, "b", "a")
 }
 
 func TestTenantPodsHoldNoRollSlot(t *testing.T) {

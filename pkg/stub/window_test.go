@@ -166,26 +166,14 @@ func TestSpecChangesDoNotWaitForTheWindow(t *testing.T) {
 	ms, objs := fleet("a", "b")
 	f := newFixture(t, objs...)
 	f.handler.UseMaintenanceWindow(tuesday3am)
-	changed := ms[1].DeepCopy()
-	changed.Generation = 2
-	changed.Spec.ExtraArgs = []string{"--threads=2"}
-	f.handler.memcacheds.store("test/b", changed)
-	fresh := memcachedtest.NewMemcached("fresh", 2)
-	f.client.memcacheds["test/fresh"] = fresh
-	f.handler.memcacheds.store("test/fresh", fresh)
+	changed, fresh := f.ownChanges(ms[1])
 
 	f.handleAll(ms[0], changed, fresh)
 
 	if got, want := f.templatePatches(), []string{"b"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("patched %v, want %v: b's own change goes at once, a waits", got, want)
 	}
-	d := f.client.deployments["test/b"]
-	if _, marked := d.Spec.Template.Annotations[memcached.PacedRollAnnotation]; marked || memcached.TemplateOf(d) != memcachedtest.CurrentHash(changed) {
-		t.Errorf("deployment b: template annotations %v, want the new template of its spec, unmarked", d.Spec.Template.Annotations)
-	}
-	if d, ok := f.client.deployments["test/fresh"]; !ok || memcached.TemplateOf(d) != memcachedtest.CurrentHash(fresh) {
-		t.Errorf("memcached fresh: deployment %v, want one created with the new template at once", d)
-	}
+	f.checkOwnChangesRolled(t, changed, fresh)
 	f.waitsForTheWindow("a", "--maintenance-window", tuesdayOpen)
 }
 

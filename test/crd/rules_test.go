@@ -174,27 +174,14 @@ func TestRules(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var spec map[string]interface{}
-			if err := yaml.Unmarshal([]byte("size: 1\n"+tt.spec), &spec); err != nil {
-				t.Fatal(err)
-			}
-			obj := map[string]interface{}{
-				"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
-				"metadata": map[string]interface{}{"name": "example"},
-				"spec":     integers(spec),
-			}
+			obj := memcachedWithSpec(t, tt.spec)
 			errs, _ := validator.Validate(context.Background(), field.NewPath(""), schema, obj, nil, math.MaxInt64)
 			var msgs []string
 			for _, err := range errs {
 				msgs = append(msgs, strings.TrimPrefix(err.Error(), "[]."))
 			}
 			got := strings.Join(msgs, "\n")
-			switch {
-			case tt.want == "" && got != "":
-				t.Errorf("refused:\n%s\nwant it accepted", got)
-			case tt.want != "" && !strings.Contains(got, tt.want):
-				t.Errorf("got %q, want a refusal containing %q", got, tt.want)
-			case len(errs) > 1:
+			if !checkRefusal(t, got, tt.want) && len(errs) > 1 {
 				t.Errorf("got %d refusals, want one:\n%s", len(errs), got)
 			}
 		})
@@ -224,28 +211,46 @@ func TestSchema(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var spec map[string]interface{}
-			if err := yaml.Unmarshal([]byte("size: 1\n"+tt.spec), &spec); err != nil {
-				t.Fatal(err)
-			}
-			obj := map[string]interface{}{
-				"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
-				"metadata": map[string]interface{}{"name": "example"},
-				"spec":     integers(spec),
-			}
+			obj := memcachedWithSpec(t, tt.spec)
 			var msgs []string
 			for _, err := range apiservervalidation.ValidateCustomResource(nil, obj, validator) {
 				msgs = append(msgs, err.Error())
 			}
-			got := strings.Join(msgs, "\n")
-			switch {
-			case tt.want == "" && got != "":
-				t.Errorf("refused:\n%s\nwant it accepted", got)
-			case tt.want != "" && !strings.Contains(got, tt.want):
-				t.Errorf("got %q, want a refusal containing %q", got, tt.want)
-			}
+			checkRefusal(t, strings.Join(msgs, "\n"), tt.want)
 		})
 	}
+}
+
+// memcachedWithSpec returns the Memcached example, whose spec is size 1
+// and the YAML spec, with whole numbers decoded as the API server decodes
+// them.
+func memcachedWithSpec(t *testing.T, spec string) map[string]interface{} {
+	t.Helper()
+	var s map[string]interface{}
+	if err := yaml.Unmarshal([]byte("size: 1\n"+spec), &s); err != nil {
+		t.Fatal(err)
+	}
+	return map[string]interface{}{
+		"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+		"metadata": map[string]interface{}{"name": "example"},
+		"spec":     integers(s),
+	}
+}
+
+// checkRefusal fails t when got, the refusals joined by newlines, is not
+// empty where want is empty, or does not contain want; it returns whether
+// it did.
+func checkRefusal(t *testing.T, got, want string) bool {
+	t.Helper()
+	switch {
+	case want == "" && got != "":
+		t.Errorf("refused:\n%s\nwant it accepted", got)
+	case want != "" && !strings.Contains(got, want):
+		t.Errorf("got %q, want a refusal containing %q", got, want)
+	default:
+		return false
+	}
+	return true
 }
 
 // integers turns the whole numbers that JSON decoding made float64 into

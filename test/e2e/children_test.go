@@ -356,20 +356,7 @@ func TestService(t *testing.T) {
 		}
 		slices.Sort(want)
 		ns.withT(t).eventually("endpoint slices of service cache to list the pods' IPs on port memcached 11211", func(ctx context.Context) error {
-			var eps struct {
-				Items []struct {
-					Endpoints []struct {
-						Addresses  []string `json:"addresses"`
-						Conditions struct {
-							Ready *bool `json:"ready"`
-						} `json:"conditions"`
-					} `json:"endpoints"`
-					Ports []struct {
-						Name string `json:"name"`
-						Port int    `json:"port"`
-					} `json:"ports"`
-				}
-			}
+			var eps framework.EndpointSlices
 			if err := ns.kubectl.GetJSON(ctx, &eps, "endpointslices", "-l", "kubernetes.io/service-name=cache"); err != nil {
 				return err
 			}

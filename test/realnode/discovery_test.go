@@ -174,26 +174,10 @@ func forwardService(t *testing.T, k framework.Kubectl, name string) *serviceForw
 	return f
 }
 
-// endpointSlices is what refresh reads of a Service's EndpointSlices.
-type endpointSlices struct {
-	Items []struct {
-		Endpoints []struct {
-			Addresses  []string `json:"addresses"`
-			Conditions struct {
-				Ready *bool `json:"ready"`
-			} `json:"conditions"`
-		} `json:"endpoints"`
-		Ports []struct {
-			Name string `json:"name"`
-			Port int    `json:"port"`
-		} `json:"ports"`
-	} `json:"items"`
-}
-
 // refresh reads the Service's Ready endpoints every 2 s until ctx ends.
 func (f *serviceForwarder) refresh(ctx context.Context, k framework.Kubectl, name string) {
 	for {
-		var got endpointSlices
+		var got framework.EndpointSlices
 		err := k.GetJSON(ctx, &got, "endpointslices", "-l", "kubernetes.io/service-name="+name)
 		var ready []string
 		for _, s := range got.Items {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/yaml"
@@ -429,9 +430,9 @@ func restoreTag(t *testing.T, image string) {
 	})
 }
 
-// registryConfigDigest returns the config digest (the image ID docker shows) of the
-// image the registry holds under image.
-func registryConfigDigest(t *testing.T, image string) string {
+// registryImage returns the image the registry holds under image, failing
+// t when the registry does not serve it.
+func registryImage(t *testing.T, image string) v1.Image {
 	t.Helper()
 	ref, err := name.ParseReference(image, name.Insecure)
 	if err != nil {
@@ -441,6 +442,14 @@ func registryConfigDigest(t *testing.T, image string) string {
 	if err != nil {
 		t.Fatalf("read %s from the registry: %v", image, err)
 	}
+	return img
+}
+
+// registryConfigDigest returns the config digest (the image ID docker shows) of the
+// image the registry holds under image.
+func registryConfigDigest(t *testing.T, image string) string {
+	t.Helper()
+	img := registryImage(t, image)
 	config, err := img.ConfigName()
 	if err != nil {
 		t.Fatalf("config of %s: %v", image, err)

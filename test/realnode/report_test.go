@@ -30,13 +30,7 @@ func TestRefreshFailureInStatus(t *testing.T) {
 	certPEM, keyPEM, _ := ca.issue(t, 100)
 	applySecret(t, admin, secret, "kubernetes.io/tls", map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM})
 	applyMemcachedSpec(t, admin, name, "size: 1\ntls: {secretName: "+secret+"}")
-	o := waitServing(t, name, 1)
-	before := restartCounts(o)
-	pod := o.Memcached.Status.Nodes[0]
-	addr, err := podAddr(o, pod)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pod, addr, before := waitServingOnePod(t, name)
 
 	badCert, _, _ := ca.issue(t, 101)
 	_, otherKey, _ := ca.issue(t, 102)
@@ -65,6 +59,22 @@ func TestRefreshFailureInStatus(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// waitServingOnePod waits until memcached name serves with one Ready pod
+// and returns that pod's name, its address on the memcached port and the
+// restart counts of its containers, which a test of a fix made in place
+// compares after.
+func waitServingOnePod(t *testing.T, name string) (pod, addr string, before map[string]int) {
+	t.Helper()
+	o := waitServing(t, name, 1)
+	before = restartCounts(o)
+	pod = o.Memcached.Status.Nodes[0]
+	addr, err := podAddr(o, pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pod, addr, before
 }
 
 // requireHealedWithoutRestart waits within budget until served passes and the Memcached
@@ -110,13 +120,7 @@ func TestMalformedPasswordsInStatus(t *testing.T) {
 	const name, secret = "malformed-users", "malformed-users-auth"
 	applySecret(t, admin, secret, "Opaque", map[string][]byte{"passwords": []byte("app:old-password\n")})
 	applyMemcachedSpec(t, admin, name, "size: 1\nauth: {secretName: "+secret+"}")
-	o := waitServing(t, name, 1)
-	before := restartCounts(o)
-	pod := o.Memcached.Status.Nodes[0]
-	addr, err := podAddr(o, pod)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pod, addr, before := waitServingOnePod(t, name)
 	login := func(ctx context.Context, user, password string) (string, error) {
 		c, err := dialPlain(ctx, addr)
 		if err != nil {

@@ -23,8 +23,6 @@ import (
 	"time"
 
 	"github.com/example-inc/memcached-operator/test/framework"
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
 const (
@@ -628,14 +626,7 @@ func TestSidecarImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref, err := name.ParseReference(image, name.Insecure)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := remote.Image(ref)
-	if err != nil {
-		t.Fatalf("read %s from the registry: %v", image, err)
-	}
+	img := registryImage(t, image)
 	config, err := img.ConfigFile()
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/example-inc/memcached-operator/pkg/sidecar"
+	"github.com/example-inc/memcached-operator/pkg/sidecar/sidecartest"
 )
 
 // patience bounds the wait for what a test expects to happen soon, such as
@@ -58,23 +59,10 @@ func testMux() *http.ServeMux {
 	return mux
 }
 
-// waitClosed reads c until the server closes it, within patience, and
-// returns how long after since that was.
+// waitClosed is sidecartest.WaitClosed within patience.
 func waitClosed(t *testing.T, c net.Conn, since time.Time) time.Duration {
 	t.Helper()
-	_ = c.SetReadDeadline(time.Now().Add(patience))
-	buf := make([]byte, 32<<10)
-	for {
-		_, err := c.Read(buf)
-		var ne net.Error
-		switch {
-		case err == nil:
-			continue
-		case errors.As(err, &ne) && ne.Timeout():
-			t.Fatalf("the connection is still open after %v", patience)
-		}
-		return time.Since(since)
-	}
+	return sidecartest.WaitClosed(t, c, since, patience)
 }
 
 // TestServerCutsSlowClients: the sidecar's HTTP server closes a client

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"io"
 	"net"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example-inc/memcached-operator/pkg/sidecar/sidecartest"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/sirupsen/logrus"
@@ -27,23 +27,10 @@ import (
 // what did not happen.
 const patience = 10 * time.Second
 
-// waitClosed reads c until the server closes it, within patience, and
-// returns how long after since that was.
+// waitClosed is sidecartest.WaitClosed within patience.
 func waitClosed(t *testing.T, c net.Conn, since time.Time) time.Duration {
 	t.Helper()
-	_ = c.SetReadDeadline(time.Now().Add(patience))
-	buf := make([]byte, 512)
-	for {
-		_, err := c.Read(buf)
-		var ne net.Error
-		switch {
-		case err == nil:
-			continue
-		case errors.As(err, &ne) && ne.Timeout():
-			t.Fatalf("the connection is still open after %v", patience)
-		}
-		return time.Since(since)
-	}
+	return sidecartest.WaitClosed(t, c, since, patience)
 }
 
 // askVersion sends "version" on a new connection to addr and reads the

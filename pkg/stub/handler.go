@@ -12,11 +12,14 @@ import (
 	"github.com/operator-framework/operator-sdk/pkg/sdk"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/time/rate"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 )
@@ -357,11 +360,23 @@ func (h *Handler) handleResult(q workqueue.RateLimitingInterface, key string, er
 func (h *Handler) reconcileKey(key string) error {
 	m, ok := h.memcacheds.get(key)
 	if !ok {
-		// No Memcached of that name: nothing here is ours to manage.
+		// No Memcached of that name: nothing here is ours to manage, but
+		// a Deployment of its name may still count for the pacing.
+		namespace, name, err := cache.SplitMetaNamespaceKey(key)
+		if err != nil {
+			return err
+		}
+		d, err := typed[*appsv1.Deployment]{h.client, kube.DeploymentKind}.get(namespace, name)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		h.observeRoll(key, d)
 		return nil
 	}
 	if h.serves != nil && !h.serves(m.Namespace) {
-		// Not ours to touch: what an earlier reconcile made stays as it is.
+		// Not ours to touch: what an earlier reconcile made stays as it
+		// is, and counts no more for the pacing.
+		h.observeRoll(key, nil)
 		return nil
 	}
 	return h.reconcile(m)

@@ -131,8 +131,10 @@ func TestPutsBackALoosenedTemplateAtOnce(t *testing.T) {
 		t.Fatalf("Handle: %v", err)
 	}
 
-	checkActions(t, f.client.actions[:3], []string{
+	checkActions(t, f.client.actions[:4], []string{
 		"get deployment test/example",
+		// Whether the paced roll it records is in flight, for the pacing.
+		"list pods test app=memcached,memcached_cr=example",
 		"patch deployment test/example",
 		"apply deployment test/example",
 	})

@@ -144,6 +144,9 @@ func (h *Handler) ensureChildren(m *v1alpha1.Memcached, want *desiredDeployment)
 	if f != nil {
 		return nil, false, false, f
 	}
+	if created || !metav1.IsControlledBy(d, m) {
+		h.observeRoll(m.Namespace+"/"+m.Name, d)
+	}
 	if !created {
 		if !metav1.IsControlledBy(d, m) {
 			// Someone else's: leave it alone, and retry in case its owner
@@ -197,14 +200,10 @@ func (h *Handler) ensureSize(m *v1alpha1.Memcached, d *appsv1.Deployment) *failu
 // at once (see putBackPodSpec), with the operator's new template.
 func (h *Handler) ensurePodTemplate(m *v1alpha1.Memcached, d *appsv1.Deployment, want *desiredDeployment) *failure {
 	key := m.Namespace + "/" + m.Name
-	held := d.Spec.Template.Annotations[memcached.PacedRollAnnotation] != ""
+	h.observeRoll(key, d)
 	h.releaseStaleGrant(key, want.hash)
 	if memcached.TemplateOf(d) == want.hash {
 		h.rollNotWaiting(key)
-		if held {
-			// Its roll may have just ended and freed a slot.
-			h.wakeRolls()
-		}
 		return h.restoreDeployment(m, d, want)
 	}
 	loosened := memcached.Loosened(d)
@@ -254,10 +253,8 @@ func (h *Handler) ensurePodTemplate(m *v1alpha1.Memcached, d *appsv1.Deployment,
 		return nil
 	}
 	h.recorder.Eventf(m, corev1.EventTypeNormal, ReasonDeploymentUpdated, "Updated the pod template of deployment %s (template %s), rolling its pods one at a time", d.Name, want.hash)
-	if held {
-		// A spec change took over a paced roll, whose slot is free now.
-		h.wakeRolls()
-	}
+	// A spec change that took over a paced roll frees its slot once the
+	// cache shows the patch, which queues m again (see observeRoll).
 	return nil
 }
 

@@ -2,10 +2,12 @@ package stub
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
 	"github.com/example-inc/memcached-operator/pkg/memcached"
@@ -81,55 +83,99 @@ func mayStartRoll(key string, inFlight map[string]bool, slots int) bool {
 	return inFlight[key] || len(inFlight) < slots
 }
 
-// toWake returns the waiting Memcacheds that the free slots go to, first by
-// namespace/name.
-func toWake(waiting map[string]bool, inFlight map[string]bool, slots int) []string {
-	free := slots - len(inFlight)
-	if free <= 0 {
-		return nil
-	}
-	keys := make([]string, 0, len(waiting))
-	for k := range waiting {
-		if !inFlight[k] {
+// toWake returns the waiting Memcacheds, kept sorted by namespace/name,
+// that the free slots go to, first by name. It reads only as far into
+// waiting as it must: the free slots and the holders it passes over.
+func toWake(waiting []string, holders map[string]bool, slots int) []string {
+	free := slots - len(holders)
+	var keys []string
+	for _, k := range waiting {
+		if len(keys) >= free {
+			break
+		}
+		if !holders[k] {
 			keys = append(keys, k)
 		}
-	}
-	sort.Strings(keys)
-	if len(keys) > free {
-		keys = keys[:free]
 	}
 	return keys
 }
 
 // rollPendingMessage says why a Memcached waits, naming the first holders.
-func rollPendingMessage(inFlight map[string]bool, slots int) string {
-	holders := make([]string, 0, len(inFlight))
-	for k := range inFlight {
-		holders = append(holders, k[strings.Index(k, "/")+1:])
+func rollPendingMessage(holders map[string]bool, slots int) string {
+	names := make([]string, 0, len(holders))
+	for k := range holders {
+		names = append(names, k[strings.Index(k, "/")+1:])
 	}
-	sort.Strings(holders)
-	named := strings.Join(holders, ", ")
-	if len(holders) > maxHoldersNamed {
-		named = fmt.Sprintf("%s and %d more", strings.Join(holders[:maxHoldersNamed], ", "), len(holders)-maxHoldersNamed)
+	sort.Strings(names)
+	named := strings.Join(names, ", ")
+	if len(names) > maxHoldersNamed {
+		named = fmt.Sprintf("%s and %d more", strings.Join(names[:maxHoldersNamed], ", "), len(names)-maxHoldersNamed)
 	}
 	return fmt.Sprintf("the operator's pod template changed (a new default image or operator version); waiting for one of %d roll slots (--max-concurrent-rolls), held by %s", slots, named)
 }
 
-// rollPacer holds what the pacing keeps in memory. Safe for concurrent use.
+// rollPacer holds the pacing's index of the Deployment cache and what the
+// pacing keeps in memory besides. Safe for concurrent use.
+//
+// The index makes a slot decision cost the same at 10 Memcacheds as at
+// 10,000: a whole pass over the cache happens once, when the first decision
+// needs the index (seed), and after that each reconcile brings its own
+// Memcached's entry up to date (observeRoll) from the Deployment it reads
+// anyway. That keeps the index true because every change that can end or
+// start a roll in flight queues the Memcached whose entry it is: a change of
+// its Deployment's spec, labels, owner or rollout completeness, or of one of
+// its pods (kube.CachedClient.OnChildChange), its deletion, and its
+// Memcached's (forgetRoll). An entry that misses a change only ever holds a
+// slot too long, and the next change of its Deployment or pods, or the
+// resync, sets it right.
 type rollPacer struct {
 	limit intstr.IntOrString
+	// waited, if set, is told how long each caller waited for mu.
+	waited func(time.Duration)
 
 	mu sync.Mutex
+	// seeded reports whether children and rolling hold the whole
+	// Deployment cache's view.
+	seeded bool
+	// children holds, by namespace/name, the Memcacheds whose Deployment
+	// counts for the pacing (pacedChild); their number is what a
+	// percentage of --max-concurrent-rolls is of.
+	children map[string]bool
+	// rolling holds those whose Deployment memcached.PacedRollInFlight.
+	rolling map[string]bool
 	// granted holds, by namespace/name, the template hash of each slot
 	// granted whose patch the Deployment cache has not shown yet.
 	granted map[string]string
-	// waiting holds the Memcacheds that were refused a slot since they last
-	// needed none.
-	waiting map[string]bool
+	// holders is rolling and the keys of granted: the slots held.
+	holders map[string]bool
+	// waiting holds, sorted, the Memcacheds that were refused a slot
+	// since they last needed none.
+	waiting []string
+	// pending is the RollPending message for the holders and slots of
+	// pendingOf, computed once for every refusal until they change.
+	pending   string
+	pendingOf string
+	// version counts the changes of holders, for pendingOf.
+	version int
 }
 
 func newRollPacer(limit intstr.IntOrString) *rollPacer {
-	return &rollPacer{limit: limit, granted: map[string]string{}, waiting: map[string]bool{}}
+	return &rollPacer{
+		limit:    limit,
+		children: map[string]bool{},
+		rolling:  map[string]bool{},
+		granted:  map[string]string{},
+		holders:  map[string]bool{},
+	}
+}
+
+// lock takes mu, telling waited how long that took.
+func (p *rollPacer) lock() {
+	start := time.Now()
+	p.mu.Lock()
+	if p.waited != nil {
+		p.waited(time.Since(start))
+	}
 }
 
 // PaceRolls sets --max-concurrent-rolls (see ParseMaxConcurrentRolls). Call
@@ -138,56 +184,126 @@ func (h *Handler) PaceRolls(limit intstr.IntOrString) {
 	h.rolls = newRollPacer(limit)
 }
 
-// rollsInFlight returns the Memcacheds that hold a slot, by namespace/name:
-// those whose Deployment memcached.PacedRollInFlight, as the caches show them,
-// and those granted one that the cache does not show yet; and the slots there
-// are for the Memcacheds' Deployments. It forgets the grants that the cache
-// shows. It reads the Deployment cache, not the Memcacheds the SDK has
-// delivered so far, which right after a start are only some of them. The caller
-// holds h.rolls.mu.
-func (h *Handler) rollsInFlight() (inFlight map[string]bool, slots int, err error) {
+// ObservePacingWaits makes h tell waited how long each reconcile waited
+// for the pacing's lock, so that the operator's metrics show whether the
+// pacing ever holds up the workers. Call it after PaceRolls and before h
+// handles any event.
+func (h *Handler) ObservePacingWaits(waited func(time.Duration)) {
+	h.rolls.waited = waited
+}
+
+// setHolder makes holders say whether key holds a slot, and reports
+// whether a slot was freed.
+func (p *rollPacer) setHolder(key string) (freed bool) {
+	_, granted := p.granted[key]
+	held := p.rolling[key] || granted
+	if held == p.holders[key] {
+		return false
+	}
+	p.version++
+	if held {
+		p.holders[key] = true
+		return false
+	}
+	delete(p.holders, key)
+	return true
+}
+
+// setEntry records what the Deployment cache shows of key: whether its
+// Deployment counts for the pacing, whether its paced roll is in flight,
+// and its template hash, which ends a grant whose patch it shows. It
+// reports whether that may have freed a slot.
+func (p *rollPacer) setEntry(key string, child, rolling bool, template string) (freed bool) {
+	total := len(p.children)
+	if child {
+		p.children[key] = true
+	} else {
+		delete(p.children, key)
+	}
+	if child && rolling {
+		p.rolling[key] = true
+	} else {
+		delete(p.rolling, key)
+	}
+	if hash, ok := p.granted[key]; ok && (!child || hash == template) {
+		delete(p.granted, key)
+	}
+	return p.setHolder(key) || len(p.children) != total
+}
+
+// entryOf returns what the index keeps of d, key's Deployment as the cache
+// shows it, or nil: whether it counts for the pacing and whether its paced
+// roll is in flight, judged from its pods when its controller has not
+// told yet (see memcached.PacedRollInFlight).
+func (h *Handler) entryOf(d *appsv1.Deployment) (child, rolling bool, err error) {
+	if d == nil || !h.pacedChild(d) {
+		return false, false, nil
+	}
+	if d.Spec.Template.Annotations[memcached.PacedRollAnnotation] == "" || memcached.RolloutComplete(d) {
+		return true, false, nil
+	}
+	pods, err := h.client.ListPods(d.Namespace, d.Name)
+	if err != nil {
+		return true, true, err
+	}
+	return true, memcached.PacedRollInFlight(d, memcached.OwnPods(d.Name, pods)), nil
+}
+
+// observeRoll brings key's entry of the index up to date with d, key's
+// Deployment as the cache shows it, or nil when it has none, and wakes the
+// waiting Memcacheds if a slot may have been freed. Pods that cannot be
+// listed count as a roll in flight: the entry holds its slot until the
+// next reconcile can tell.
+func (h *Handler) observeRoll(key string, d *appsv1.Deployment) {
+	child, rolling, err := h.entryOf(d)
+	if err != nil {
+		logrus.Warnf("cannot tell whether the paced roll of memcached %s is in flight: %v", key, err)
+	}
 	p := h.rolls
+	p.lock()
+	freed := p.setEntry(key, child, rolling, templateOf(d))
+	p.mu.Unlock()
+	if freed {
+		h.wakeRolls()
+	}
+}
+
+// templateOf returns memcached.TemplateOf(d), or "" for no Deployment.
+func templateOf(d *appsv1.Deployment) string {
+	if d == nil {
+		return ""
+	}
+	return memcached.TemplateOf(d)
+}
+
+// seed fills the index from a pass over the Deployment cache, once: it
+// reads the cache, not the Memcacheds the SDK has delivered so far, which
+// right after a start are only some of them, so that a restart never
+// starts more rolls than the limit. The caller holds h.rolls.mu.
+func (h *Handler) seed() error {
+	p := h.rolls
+	if p.seeded {
+		return nil
+	}
 	deployments, err := h.client.ListDeployments()
 	if err != nil {
-		return nil, 0, err
+		return err
 	}
-	inFlight = map[string]bool{}
-	seen := map[string]bool{}
 	for _, d := range deployments {
-		if !h.pacedChild(d) {
-			continue
-		}
-		key := d.Namespace + "/" + d.Name
-		seen[key] = true
-		if hash, ok := p.granted[key]; ok {
-			if memcached.TemplateOf(d) != hash {
-				inFlight[key] = true
-				continue
-			}
-			delete(p.granted, key)
-		}
-		if d.Spec.Template.Annotations[memcached.PacedRollAnnotation] == "" {
-			continue
-		}
-		pods, err := h.client.ListPods(d.Namespace, d.Name)
+		child, rolling, err := h.entryOf(d)
 		if err != nil {
-			return nil, 0, err
+			return err
 		}
-		if memcached.PacedRollInFlight(d, memcached.OwnPods(d.Name, pods)) {
-			inFlight[key] = true
-		}
+		p.setEntry(d.Namespace+"/"+d.Name, child, rolling, memcached.TemplateOf(d))
 	}
-	for key := range p.granted {
-		if seen[key] {
-			continue
-		}
-		if _, ok := h.memcacheds.get(key); !ok {
-			delete(p.granted, key)
-			continue
-		}
-		inFlight[key] = true
-	}
-	return inFlight, rollSlots(p.limit, len(seen)), nil
+	p.seeded = true
+	return nil
+}
+
+// slots returns how many slots there are for the Memcacheds the index
+// holds. The caller holds h.rolls.mu.
+func (p *rollPacer) slots() int {
+	return rollSlots(p.limit, len(p.children))
 }
 
 // pacedChild reports whether d counts for the pacing: it is the Deployment
@@ -199,9 +315,12 @@ func (h *Handler) rollsInFlight() (inFlight map[string]bool, slots int, err erro
 // of this API group; when the handler knows that Memcached, the reference
 // must name its UID. A Memcached the handler does not know yet, as right
 // after a start, before the SDK has delivered every one, still counts, so
-// that a restart never starts more rolls than the limit; a reference to
-// one that does not exist lasts only until the garbage collector, which
-// deletes the dependents of missing owners, removes the Deployment.
+// that a restart never starts more rolls than the limit; a reference to one
+// that does not exist lasts only until the garbage collector, which deletes
+// the dependents of missing owners, removes the Deployment. Its labels do
+// not matter: someone who changes its memcached_cr label must not free its
+// slot, though the changes of such a Deployment no longer queue its
+// Memcached, so its entry waits for the resync or the label's restore.
 func (h *Handler) pacedChild(d *appsv1.Deployment) bool {
 	owner := metav1.GetControllerOf(d)
 	if owner == nil || owner.Kind != v1alpha1.Kind || owner.Name != d.Name {
@@ -218,34 +337,64 @@ func (h *Handler) pacedChild(d *appsv1.Deployment) bool {
 }
 
 // acquireRoll decides whether the Memcached key may now start a paced roll
-// to the template hash. If so, the slot is its own until the caches show the
-// roll done, or releaseRoll; if not, key waits for wakeRolls, and the
+// to the template hash. If so, the slot is its own until the cache shows
+// the roll done, or releaseRoll; if not, key waits for wakeRolls, and the
 // returned message says why for its Progressing condition.
 func (h *Handler) acquireRoll(key, hash string) (ok bool, pending string) {
 	p := h.rolls
-	p.mu.Lock()
+	p.lock()
 	defer p.mu.Unlock()
-	inFlight, slots, err := h.rollsInFlight()
-	if err != nil {
+	if err := h.seed(); err != nil {
 		// Without the count, no slot: the next reconcile tries again.
-		p.waiting[key] = true
+		p.wait(key)
 		return false, fmt.Sprintf("the operator's pod template changed; waiting for a roll slot (--max-concurrent-rolls), but the rolls in flight cannot be counted: %v", err)
 	}
-	if !mayStartRoll(key, inFlight, slots) {
-		p.waiting[key] = true
-		return false, rollPendingMessage(inFlight, slots)
+	slots := p.slots()
+	if !mayStartRoll(key, p.holders, slots) {
+		p.wait(key)
+		return false, p.pendingMessage(slots)
 	}
-	delete(p.waiting, key)
+	p.stopWaiting(key)
 	p.granted[key] = hash
-	logrus.Infof("memcached %s starts a paced roll to the operator's pod template %s (%d of %d slots held)", key, hash, len(inFlight)+1, slots)
+	p.setHolder(key)
+	logrus.Infof("memcached %s starts a paced roll to the operator's pod template %s (%d of %d slots held)", key, hash, len(p.holders), slots)
 	return true, ""
+}
+
+// pendingMessage returns rollPendingMessage for the holders and slots,
+// computing it only when they changed. The caller holds p.mu.
+func (p *rollPacer) pendingMessage(slots int) string {
+	of := fmt.Sprintf("%d/%d", p.version, slots)
+	if p.pendingOf != of {
+		p.pending, p.pendingOf = rollPendingMessage(p.holders, slots), of
+	}
+	return p.pending
+}
+
+// wait records that key waits for a slot. The caller holds p.mu.
+func (p *rollPacer) wait(key string) {
+	if i, found := slices.BinarySearch(p.waiting, key); !found {
+		p.waiting = slices.Insert(p.waiting, i, key)
+	}
+}
+
+// stopWaiting records that key no longer waits. The caller holds p.mu.
+func (p *rollPacer) stopWaiting(key string) {
+	if i, found := slices.BinarySearch(p.waiting, key); found {
+		p.waiting = slices.Delete(p.waiting, i, i+1)
+	}
 }
 
 // releaseRoll gives back key's grant after its patch failed.
 func (h *Handler) releaseRoll(key string) {
-	h.rolls.mu.Lock()
-	defer h.rolls.mu.Unlock()
-	delete(h.rolls.granted, key)
+	p := h.rolls
+	p.lock()
+	delete(p.granted, key)
+	freed := p.setHolder(key)
+	p.mu.Unlock()
+	if freed {
+		h.wakeRolls()
+	}
 }
 
 // releaseStaleGrant gives back key's grant when it was for another template
@@ -253,14 +402,16 @@ func (h *Handler) releaseRoll(key string) {
 // cache showed the paced patch, and the cache will never show a template
 // of the granted hash, which would otherwise hold the slot for good.
 func (h *Handler) releaseStaleGrant(key, hash string) {
-	h.rolls.mu.Lock()
-	granted, ok := h.rolls.granted[key]
-	stale := ok && granted != hash
-	if stale {
-		delete(h.rolls.granted, key)
+	p := h.rolls
+	p.lock()
+	granted, ok := p.granted[key]
+	freed := false
+	if ok && granted != hash {
+		delete(p.granted, key)
+		freed = p.setHolder(key)
 	}
-	h.rolls.mu.Unlock()
-	if stale {
+	p.mu.Unlock()
+	if freed {
 		h.wakeRolls()
 	}
 }
@@ -268,38 +419,42 @@ func (h *Handler) releaseStaleGrant(key, hash string) {
 // rollNotWaiting records that key needs no slot: its template is the
 // desired one, or its own spec change rolls it.
 func (h *Handler) rollNotWaiting(key string) {
-	h.rolls.mu.Lock()
-	defer h.rolls.mu.Unlock()
-	delete(h.rolls.waiting, key)
+	p := h.rolls
+	p.lock()
+	defer p.mu.Unlock()
+	p.stopWaiting(key)
 }
 
 // forgetRoll drops what the pacer knows of key, a Memcached that is gone,
-// and wakes the waiting ones in case it held a slot.
+// and wakes the waiting ones in case it held a slot. Its Deployment, while
+// the garbage collector has not removed it, enters the index again at the
+// next change that queues key (see reconcileKey).
 func (h *Handler) forgetRoll(key string) {
-	h.rolls.mu.Lock()
-	delete(h.rolls.waiting, key)
-	delete(h.rolls.granted, key)
-	h.rolls.mu.Unlock()
+	p := h.rolls
+	p.lock()
+	p.stopWaiting(key)
+	delete(p.granted, key)
+	p.setEntry(key, false, false, "")
+	p.mu.Unlock()
 	h.wakeRolls()
 }
 
 // wakeRolls queues the waiting Memcacheds that free slots go to, first by
-// name. It costs a pass over every Memcached, so it runs only while some
-// wait, after a slot may have been freed.
+// name. It costs in proportion to the slots free, so any step that may
+// have freed one calls it.
 func (h *Handler) wakeRolls() {
 	p := h.rolls
-	p.mu.Lock()
+	p.lock()
 	defer p.mu.Unlock()
 	if len(p.waiting) == 0 {
 		return
 	}
-	inFlight, slots, err := h.rollsInFlight()
-	if err != nil {
+	if err := h.seed(); err != nil {
 		// The waiting ones retry on their next reconcile or the resync.
 		logrus.Warnf("cannot count the paced rolls in flight: %v", err)
 		return
 	}
-	for _, key := range toWake(p.waiting, inFlight, slots) {
+	for _, key := range toWake(p.waiting, p.holders, p.slots()) {
 		h.work().Add(key)
 	}
 }

@@ -2,7 +2,9 @@ package stub
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -114,7 +116,8 @@ func TestToWake(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := toWake(set(tt.waiting...), set(tt.inFlight...), tt.slots)
+			waiting := slices.Sorted(maps.Keys(set(tt.waiting...)))
+			got := toWake(waiting, set(tt.inFlight...), tt.slots)
 			if len(got) != 0 || len(tt.want) != 0 {
 				if !reflect.DeepEqual(got, tt.want) {
 					t.Errorf("got %v, want %v", got, tt.want)
@@ -375,9 +378,11 @@ func TestPacesAFleetRoll(t *testing.T) {
 		t.Fatalf("with d still rolling patched %v, want nothing", got)
 	}
 
+	// Their pods' changes queue both, and each reconcile brings the
+	// pacing's entry of its own Memcached up to date.
 	f.finishRoll(ms[3])
 	f.finishRoll(ms[0])
-	f.handleAll(ms[3])
+	f.handleAll(ms[3], ms[0])
 	if got, want := f.templatePatches(), []string{"b", "c"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("after d's and a's rolls patched %v, want %v", got, want)
 	}

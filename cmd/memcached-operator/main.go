@@ -210,6 +210,7 @@ func run(opts *options) error {
 	handler.ReportProgressEvery(opts.progressEvery)
 	handler.EnforcePolicy(opts.policy)
 	handler.PaceRolls(opts.maxRollsParsed)
+	handler.ObservePacingWaits(m.ObservePacingWait)
 	if opts.windowParsed != nil {
 		handler.UseMaintenanceWindow(*opts.windowParsed)
 		logrus.Infof("rolls for a change of the operator's pod template start only in the maintenance window %s UTC of Memcacheds without their own", opts.windowParsed)

@@ -63,6 +63,9 @@ const (
 //     memcached_operator_api_request_duration_seconds{verb}: every request of
 //     every client-go client of the process to the API server, by HTTP verb
 //     and status code ("<error>" when no response came back);
+//   - memcached_operator_roll_pacing_wait_seconds: how long each reconcile
+//     waited for the lock of the fleet rolls' pacing (--max-concurrent-rolls),
+//     which every worker takes when a Memcached needs or frees a roll slot;
 //   - memcached_operator_leader: 1 while this process reconciles (it holds
 //     the Lease, or runs without leader election), 0 while it stands by;
 //   - memcached_operator_http_requests_total{handler,code}: requests to
@@ -76,6 +79,7 @@ type Metrics struct {
 	reconciles        *prometheus.CounterVec
 	reconcileDuration prometheus.Histogram
 	leader            prometheus.Gauge
+	pacingWait        prometheus.Histogram
 
 	apiRequests *prometheus.CounterVec
 	apiDuration *prometheus.HistogramVec
@@ -93,6 +97,10 @@ type Metrics struct {
 // request and a stay in a work queue alike.
 var durationBuckets = prometheus.ExponentialBuckets(0.001, 2, 16)
 
+// waitBuckets span 1µs to about 4s: a wait for a lock is mostly none, and
+// one of a second would hold up every worker.
+var waitBuckets = prometheus.ExponentialBuckets(1e-6, 4, 12)
+
 // New returns the operator's metrics in a registry of their own.
 func New() *Metrics {
 	m := &Metrics{
@@ -105,6 +113,11 @@ func New() *Metrics {
 			Namespace: namespace, Name: "reconcile_duration_seconds",
 			Help:    "How long reconciles of Memcached resources take.",
 			Buckets: durationBuckets,
+		}),
+		pacingWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "roll_pacing_wait_seconds",
+			Help:    "How long reconciles waited for the lock of the fleet rolls' pacing (--max-concurrent-rolls).",
+			Buckets: waitBuckets,
 		}),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "leader",
@@ -147,7 +160,7 @@ func New() *Metrics {
 		}, []string{"handler", "code"}),
 	}
 	m.registry.MustRegister(
-		m.reconciles, m.reconcileDuration, m.leader,
+		m.reconciles, m.reconcileDuration, m.leader, m.pacingWait,
 		m.apiRequests, m.apiDuration,
 		m.queueDepth, m.queueAdds, m.queueRetries, m.queueLatency, m.queueDuration,
 		m.httpRequests,
@@ -167,6 +180,12 @@ func New() *Metrics {
 func (m *Metrics) ObserveReconcile(took time.Duration, result string) {
 	m.reconciles.WithLabelValues(result).Inc()
 	m.reconcileDuration.Observe(took.Seconds())
+}
+
+// ObservePacingWait counts one wait for the lock of the fleet rolls' pacing
+// that took took.
+func (m *Metrics) ObservePacingWait(took time.Duration) {
+	m.pacingWait.Observe(took.Seconds())
 }
 
 // SetLeader sets memcached_operator_leader: true while this process

@@ -73,6 +73,23 @@ func TestMetricsCountReconciles(t *testing.T) {
 	)
 }
 
+func TestMetricsCountPacingWaits(t *testing.T) {
+	m := New()
+	s := NewServer(m)
+
+	m.ObservePacingWait(0)
+	m.ObservePacingWait(3 * time.Microsecond)
+	m.ObservePacingWait(2 * time.Second)
+
+	requireSeries(t, scrape(t, s),
+		`memcached_operator_roll_pacing_wait_seconds_count 3`,
+		`memcached_operator_roll_pacing_wait_seconds_bucket{le="1e-06"} 1`,
+		`memcached_operator_roll_pacing_wait_seconds_bucket{le="4e-06"} 2`,
+		`memcached_operator_roll_pacing_wait_seconds_bucket{le="1.048576"} 2`,
+		`memcached_operator_roll_pacing_wait_seconds_bucket{le="4.194304"} 3`,
+	)
+}
+
 func TestMetricsStartAtZero(t *testing.T) {
 	s := NewServer(New())
 	requireSeries(t, scrape(t, s),

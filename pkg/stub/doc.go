@@ -112,7 +112,9 @@
 // --max-concurrent-rolls slots (RollPending). The rolls in flight are
 // counted from the Deployment cache (templates marked paced-roll with pods
 // of an older template left), so a restart or a new leader keeps the
-// count. A roll the resource's own spec asks for, and a new resource, never
+// count; an index of it, filled in one pass and then kept by each
+// reconcile, makes each slot decision cost the same at any number of
+// Memcacheds (TestSlotDecisionsReadTheDeploymentCacheOnce). A roll the resource's own spec asks for, and a new resource, never
 // wait (TestPacesAFleetRoll, TestCountsRollsInFlightFromTheCaches,
 // TestAStuckPacedRollHoldsItsSlot,
 // TestSpecChangesAndNewMemcachedsDoNotWaitForTheFleet).

@@ -28,6 +28,8 @@ import (
 type fakeClient struct {
 	memcacheds  map[string]*v1alpha1.Memcached
 	deployments map[string]*appsv1.Deployment
+	// listedDeployments counts the Deployments that ListDeployments returned.
+	listedDeployments int
 	services    map[string]*corev1.Service
 	pdbs        map[string]*policyv1beta1.PodDisruptionBudget
 	configMaps  map[string]*corev1.ConfigMap
@@ -159,6 +161,7 @@ func (f *fakeClient) ListDeployments() ([]*appsv1.Deployment, error) {
 			out = append(out, d.DeepCopy())
 		}
 	}
+	f.listedDeployments += len(out)
 	return out, nil
 }
 

@@ -34,9 +34,10 @@ import (
 // template records the spec it was built from (memcached.SpecHashAnnotation)
 // and whether its last change was a paced one (memcached.PacedRollAnnotation),
 // and the rolls in flight are counted from the Deployments and pods in the
-// caches. Only two things are kept in memory: the slots granted whose patch the
-// cache has not shown yet, so that two workers never take the same slot, and
-// which Memcacheds wait, so that a freed slot wakes the next one by name.
+// caches, through an index of them (see rollPacer). Only two things are kept
+// in memory besides: the slots granted whose patch the cache has not shown
+// yet, so that two workers never take the same slot, and which Memcacheds
+// wait, so that a freed slot wakes the next one by name.
 
 const (
 	// DefaultMaxConcurrentRolls is the default of --max-concurrent-rolls.

@@ -397,6 +397,36 @@ func TestPacesAFleetRoll(t *testing.T) {
 	}
 }
 
+// TestSlotDecisionsReadTheDeploymentCacheOnce: the pacing passes over the
+// Deployment cache once, and after that each slot decision, granted or
+// refused, and each freed slot reads only its own Memcached's Deployment
+// and pods, so that opening a window shared by 10,000 Memcacheds costs
+// 10,000 decisions, not 10,000 passes over 10,000 Deployments.
+func TestSlotDecisionsReadTheDeploymentCacheOnce(t *testing.T) {
+	names := make([]string, 30)
+	for i := range names {
+		names[i] = fmt.Sprintf("m%02d", i)
+	}
+	ms, objs := fleet(names...)
+	f := newFixture(t, objs...)
+	f.handler.PaceRolls(intstr.FromInt(3))
+
+	f.handleAll(ms...)
+	if got := f.templatePatches(); len(got) != 3 {
+		t.Fatalf("patched %v, want 3 of %d", got, len(ms))
+	}
+	for _, m := range ms[:3] {
+		f.finishRoll(m)
+	}
+	f.handleAll(ms...)
+	if got := f.templatePatches(); len(got) != 3 {
+		t.Fatalf("after three rolls ended patched %v, want the next 3", got)
+	}
+	if got := f.client.listedDeployments; got != len(ms) {
+		t.Errorf("the pacing read %d Deployments from the cache's lists over %d slot decisions, want %d: one pass", got, 2*len(ms), len(ms))
+	}
+}
+
 func TestCountsRollsInFlightFromTheCaches(t *testing.T) {
 	// A new handler, as after a restart or a change of leader, has no
 	// memory of the slot that b holds: the caches show it.

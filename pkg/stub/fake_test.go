@@ -30,10 +30,10 @@ type fakeClient struct {
 	deployments map[string]*appsv1.Deployment
 	// listedDeployments counts the Deployments that ListDeployments returned.
 	listedDeployments int
-	services    map[string]*corev1.Service
-	pdbs        map[string]*policyv1beta1.PodDisruptionBudget
-	configMaps  map[string]*corev1.ConfigMap
-	pods        []*corev1.Pod
+	services          map[string]*corev1.Service
+	pdbs              map[string]*policyv1beta1.PodDisruptionBudget
+	configMaps        map[string]*corev1.ConfigMap
+	pods              []*corev1.Pod
 	// mountFailures are the messages of the pods' newest FailedMount
 	// Events, by pod UID, as the cache of Events shows them.
 	mountFailures map[types.UID]string

@@ -164,6 +164,9 @@ type benchResult struct {
 	RestartCPUSeconds      float64 `json:"restart_cpu_seconds"`
 	RestartPeakRSSBytes    int64   `json:"restart_peak_rss_bytes"`
 	RestartEndRSSAnonBytes int64   `json:"restart_end_rss_anon_bytes"`
+	// Window is the window phase's (see measureWindowOpening), unless
+	// BENCH_WINDOW=0 left it out.
+	Window *windowResult `json:"window,omitempty"`
 }
 
 // The phases of the benchmark, as keys of benchResult's maps.
@@ -316,6 +319,11 @@ func BenchmarkOperatorAgainstFloor(b *testing.B) {
 		b.Fatal(err)
 	}
 	restartLikeANewLeader(b, ns, n+1, &r)
+	// BENCH_WINDOW=0 leaves out the window phase, which adds about a
+	// minute and a half, plus 30 ms a resource, of waiting for the opening.
+	if os.Getenv("BENCH_WINDOW") != "0" {
+		r.Window = measureWindowOpening(b, ns, homes, dyn, n+1)
+	}
 	report(b, r, filepath.Join(out, "result.json"))
 	for what, peak := range map[string]int64{"during the burst": r.PeakRSSBytes, "after a restart": r.RestartPeakRSSBytes} {
 		if peak >= r.MemoryLimitBytes {
@@ -797,6 +805,7 @@ func report(b *testing.B, r benchResult, file string) {
 		fmt.Sprintf("status latency        %.2f s from pods Running to status.nodes; target <= %.0f s: %s", r.LatencySeconds, targetLatencySeconds, verdict(r.LatencySeconds <= targetLatencySeconds)),
 		fmt.Sprintf("profiles              go tool pprof %s; go tool pprof %s", r.CPUProfile, r.HeapProfile),
 	)
+	lines = append(lines, windowLines(r.Window, verdict)...)
 	for _, l := range lines {
 		fmt.Println("bench: " + l)
 	}

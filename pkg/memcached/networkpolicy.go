@@ -1,6 +1,8 @@
 package memcached
 
 import (
+	"encoding/json"
+
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -99,6 +101,26 @@ func NewNetworkPolicy(m *v1alpha1.Memcached, o NetworkPolicyOptions) *networking
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
 		},
 	}
+}
+
+// NetworkPolicyDigest returns a digest of spec, a NetworkPolicy's spec,
+// typed or as JSON content, that depends on its JSON alone: the cache keeps
+// that of the live policy in ObservedDigestAnnotation, which equals the
+// wanted policy's exactly when the live one holds what the operator set
+// and nothing more, even a field that client-go 1.11's type lacks, such as
+// a port's endPort, which would widen a rule to a range of ports.
+func NetworkPolicyDigest(spec interface{}) (string, error) {
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return "", err
+	}
+	// Through generic JSON, so that a typed spec's fields come in the
+	// sorted order of a decoded one's keys.
+	var content interface{}
+	if err := json.Unmarshal(b, &content); err != nil {
+		return "", err
+	}
+	return shortHash(content)
 }
 
 // tcpPorts returns the TCP ports of a rule.

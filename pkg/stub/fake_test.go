@@ -35,7 +35,7 @@ type fakeClient struct {
 	// networkPolicies are returned as the cache of a kind with Observe
 	// returns them: with the digest of their spec, and trimmed.
 	networkPolicies map[string]*networkingv1.NetworkPolicy
-	pods        []*corev1.Pod
+	pods            []*corev1.Pod
 	// mountFailures are the messages of the pods' newest FailedMount
 	// Events, by pod UID, as the cache of Events shows them.
 	mountFailures map[types.UID]string
@@ -90,10 +90,10 @@ func newFakeClient(objects ...runtime.Object) *fakeClient {
 		cached:          map[string]kube.Object{},
 	}
 	f.stores = map[schema.GroupResource]fakeStore{
-		memcached.DeploymentResource:                typedStore[*appsv1.Deployment]{"deployment", memcached.DeploymentResource, f.deployments},
-		memcached.ServiceResource:                   typedStore[*corev1.Service]{"service", memcached.ServiceResource, f.services},
-		memcached.PodDisruptionBudgetResource:       typedStore[*policyv1beta1.PodDisruptionBudget]{"poddisruptionbudget", memcached.PodDisruptionBudgetResource, f.pdbs},
-		memcached.ConfigMapResource:                 typedStore[*corev1.ConfigMap]{"configmap", memcached.ConfigMapResource, f.configMaps},
+		memcached.DeploymentResource:          typedStore[*appsv1.Deployment]{"deployment", memcached.DeploymentResource, f.deployments},
+		memcached.ServiceResource:             typedStore[*corev1.Service]{"service", memcached.ServiceResource, f.services},
+		memcached.PodDisruptionBudgetResource: typedStore[*policyv1beta1.PodDisruptionBudget]{"poddisruptionbudget", memcached.PodDisruptionBudgetResource, f.pdbs},
+		memcached.ConfigMapResource:           typedStore[*corev1.ConfigMap]{"configmap", memcached.ConfigMapResource, f.configMaps},
 		memcached.NetworkPolicyResource: observedStore[*networkingv1.NetworkPolicy]{
 			typedStore[*networkingv1.NetworkPolicy]{"networkpolicy", memcached.NetworkPolicyResource, f.networkPolicies}, networkPolicyChild.api},
 		memcached.ServiceMonitorGVR.GroupResource(): typedStore[*unstructured.Unstructured]{"servicemonitor", memcached.ServiceMonitorGVR.GroupResource(), f.serviceMonitors},

@@ -181,11 +181,11 @@ deploy: ## Apply deploy/ to KUBECONFIG with the operator image IMG (and MEMCACHE
 		mv -f $(DEPLOY_DIR)/operator.env.yaml $(DEPLOY_DIR)/operator.yaml; \
 	fi
 	KUBECONFIG=$(KUBECONFIG) kubectl get namespace $(NAMESPACE) >/dev/null 2>&1 || KUBECONFIG=$(KUBECONFIG) kubectl create namespace $(NAMESPACE)
-	KUBECONFIG=$(KUBECONFIG) kubectl apply -n $(NAMESPACE) -f deploy/crd.yaml -f deploy/tenant-roles.yaml -f deploy/sa.yaml $(SCOPE_RBAC) -f $(DEPLOY_DIR)/operator.yaml -f deploy/pdb.yaml
+	KUBECONFIG=$(KUBECONFIG) kubectl apply -n $(NAMESPACE) -f deploy/crd.yaml -f deploy/tenant-roles.yaml -f deploy/sa.yaml $(SCOPE_RBAC) -f $(DEPLOY_DIR)/operator.yaml -f deploy/pdb.yaml -f deploy/networkpolicy.yaml
 
 .PHONY: undeploy
-undeploy: ## Delete the operator, its PodDisruptionBudget, RBAC of SCOPE (SCOPE=cluster: the ClusterRole and its binding too) and ServiceAccount from NAMESPACE; never the CRD or the tenant roles, so every Memcached and its pods stay, and so do the rights of those who use them.
-	KUBECONFIG=$(KUBECONFIG) kubectl delete -n $(NAMESPACE) -f deploy/pdb.yaml -f deploy/operator.yaml $(if $(filter cluster,$(SCOPE)),-f deploy/cluster/,-f deploy/rbac.yaml) -f deploy/sa.yaml --ignore-not-found
+undeploy: ## Delete the operator, its PodDisruptionBudget and NetworkPolicy, RBAC of SCOPE (SCOPE=cluster: the ClusterRole and its binding too) and ServiceAccount from NAMESPACE; never the CRD or the tenant roles, so every Memcached and its pods stay, and so do the rights of those who use them.
+	KUBECONFIG=$(KUBECONFIG) kubectl delete -n $(NAMESPACE) -f deploy/networkpolicy.yaml -f deploy/pdb.yaml -f deploy/operator.yaml $(if $(filter cluster,$(SCOPE)),-f deploy/cluster/,-f deploy/rbac.yaml) -f deploy/sa.yaml --ignore-not-found
 
 .PHONY: undeploy-crd
 undeploy-crd: ## DELETES EVERY MEMCACHED IN THE CLUSTER, in every namespace, with their Deployments and pods: removes the CRD and the tenant roles.

@@ -32,6 +32,7 @@ import (
 	"github.com/example-inc/memcached-operator/pkg/events"
 	"github.com/example-inc/memcached-operator/pkg/kube"
 	"github.com/example-inc/memcached-operator/pkg/leader"
+	"github.com/example-inc/memcached-operator/pkg/memcached"
 	"github.com/example-inc/memcached-operator/pkg/metrics"
 	"github.com/example-inc/memcached-operator/pkg/sidecarpoll"
 	"github.com/example-inc/memcached-operator/pkg/stub"
@@ -109,6 +110,10 @@ func run(opts *options) error {
 		if own, err = ownNamespace(os.Getenv, scope); err != nil {
 			return err
 		}
+	}
+	operatorNamespace, err := podNamespace(os.Getenv)
+	if err != nil {
+		return err
 	}
 	if err := checkKubeConfig(); err != nil {
 		return err
@@ -211,6 +216,13 @@ func run(opts *options) error {
 	handler.EnforcePolicy(opts.policy)
 	handler.PaceRolls(opts.maxRollsParsed)
 	handler.ObservePacingWaits(m.ObservePacingWait)
+	handler.AdmitToNetworkPolicies(memcached.NetworkPolicyOptions{
+		MonitoringNamespaces: opts.monitoringSelector,
+		OperatorNamespace:    operatorNamespace,
+	})
+	if operatorNamespace == "" {
+		logrus.Infof("%s is unset: the NetworkPolicies of spec.networkPolicy cannot name the operator's pods, and admit no operator to the sidecars' port", podNamespaceEnv)
+	}
 	if opts.windowParsed != nil {
 		handler.UseMaintenanceWindow(*opts.windowParsed)
 		logrus.Infof("rolls for a change of the operator's pod template start only in the maintenance window %s UTC of Memcacheds without their own", opts.windowParsed)

@@ -14,6 +14,7 @@ import (
 	"github.com/example-inc/memcached-operator/pkg/sidecarpoll"
 	"github.com/example-inc/memcached-operator/pkg/stub"
 	"github.com/sirupsen/logrus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -67,7 +68,16 @@ type options struct {
 	// namespaces, nil when it is empty.
 	namespaceSelector string
 	namespaces        labels.Selector
+	// monitoringNamespaces is --monitoring-namespace-selector; validate
+	// parses it into monitoringSelector, nil when it is empty.
+	monitoringNamespaces string
+	monitoringSelector   *metav1.LabelSelector
 }
+
+// defaultMonitoringNamespaces is --monitoring-namespace-selector's default:
+// the namespace named monitoring, where kube-prometheus and
+// kube-prometheus-stack's guides put Prometheus.
+const defaultMonitoringNamespaces = memcached.NamespaceNameLabel + "=monitoring"
 
 // parseOptions parses args (without the program name). Defaults come from
 // the environment where an environment variable is documented.
@@ -118,6 +128,11 @@ func parseOptions(args []string, getenv func(string) string, output io.Writer) (
 	}
 	fs.BoolVar(&o.policy.ForbidKeylessTolerations, "forbid-keyless-tolerations", forbidKeyless, "Policy: refuse tolerations with no key and operator Exists, which tolerate every taint, including those of control-plane and dedicated nodes (env FORBID_KEYLESS_TOLERATIONS).")
 	fs.StringVar(&o.namespaceSelector, "namespace-selector", getenv("NAMESPACE_SELECTOR"), "Serve only the Memcacheds of namespaces whose labels match this label selector, such as memcached.example.com/tenant=true or 'tier in (gold,silver)'; empty serves every watched namespace. Only with WATCH_NAMESPACE=\"\" (every namespace): a list names its namespaces already. A Memcached elsewhere is left alone, with no children and no status (env NAMESPACE_SELECTOR).")
+	monitoring := getenv("MONITORING_NAMESPACE_SELECTOR")
+	if monitoring == "" {
+		monitoring = defaultMonitoringNamespaces
+	}
+	fs.StringVar(&o.monitoringNamespaces, "monitoring-namespace-selector", monitoring, "Label selector of the namespaces whose pods the NetworkPolicy of a Memcached with spec.networkPolicy admits to its metrics port (9150) when its spec.networkPolicy.monitoringFrom is empty, such as kubernetes.io/metadata.name=monitoring, the default; \"none\" admits none of them. Only equality and set-based terms that a NetworkPolicy's namespaceSelector can hold. A change reaches every such policy at its Memcached's next reconcile and rolls no pod (env MONITORING_NAMESPACE_SELECTOR).")
 	o.identity = getenv("POD_NAME")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -188,11 +203,32 @@ func (o *options) validate() error {
 		}
 		o.namespaces = sel
 	}
+	if o.monitoringNamespaces != noMonitoringNamespaces {
+		sel, err := metav1.ParseToLabelSelector(o.monitoringNamespaces)
+		if err != nil {
+			return fmt.Errorf("--monitoring-namespace-selector=%q: %v", o.monitoringNamespaces, err)
+		}
+		if len(sel.MatchLabels) == 0 && len(sel.MatchExpressions) == 0 {
+			return fmt.Errorf("--monitoring-namespace-selector=%q selects every namespace: name the monitoring namespaces, or write %q for none", o.monitoringNamespaces, noMonitoringNamespaces)
+		}
+		// The parser's empty map or list stands for none, which nil says.
+		if len(sel.MatchLabels) == 0 {
+			sel.MatchLabels = nil
+		}
+		if len(sel.MatchExpressions) == 0 {
+			sel.MatchExpressions = nil
+		}
+		o.monitoringSelector = sel
+	}
 	if o.leaderElect {
 		return o.validateElection()
 	}
 	return nil
 }
+
+// noMonitoringNamespaces is the --monitoring-namespace-selector that admits
+// no namespace by default: an empty selector would select every one.
+const noMonitoringNamespaces = "none"
 
 // parsePolicy fills o.policy's lists from the policy flags. An image
 // prefix must end where a part of an image reference ends: a bare

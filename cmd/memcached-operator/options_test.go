@@ -9,6 +9,7 @@ import (
 
 	"github.com/example-inc/memcached-operator/pkg/memcached"
 	"github.com/example-inc/memcached-operator/pkg/stub"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -50,6 +51,18 @@ func TestParseOptions(t *testing.T) {
 		{name: "bad max concurrent rolls from env", env: map[string]string{"MAX_CONCURRENT_ROLLS": "0"}, wantErr: "must be at least 1"},
 		{name: "a percentage over 100", args: []string{"--max-concurrent-rolls=150%"}, wantErr: "percentage from 1% to 100%"},
 		{name: "no percent sign", args: []string{"--max-concurrent-rolls=ten"}, wantErr: "percentage from 1% to 100%"},
+		{name: "the monitoring namespace by default", check: func(o *options) bool {
+			return reflect.DeepEqual(o.monitoringSelector, &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "monitoring"}})
+		}},
+		{name: "monitoring namespaces by a set", args: []string{"--monitoring-namespace-selector=team in (obs,sre)"}, check: func(o *options) bool {
+			return reflect.DeepEqual(o.monitoringSelector, &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: metav1.LabelSelectorOpIn, Values: []string{"obs", "sre"}}}})
+		}},
+		{name: "monitoring namespaces from env", env: map[string]string{"MONITORING_NAMESPACE_SELECTOR": "prometheus=true"}, check: func(o *options) bool {
+			return reflect.DeepEqual(o.monitoringSelector, &metav1.LabelSelector{MatchLabels: map[string]string{"prometheus": "true"}})
+		}},
+		{name: "no monitoring namespaces", args: []string{"--monitoring-namespace-selector=none"}, check: func(o *options) bool { return o.monitoringSelector == nil }},
+		{name: "every namespace is refused", args: []string{"--monitoring-namespace-selector="}, wantErr: "selects every namespace"},
+		{name: "a malformed monitoring selector", args: []string{"--monitoring-namespace-selector=a in b"}, wantErr: "--monitoring-namespace-selector"},
 		{name: "no maintenance window by default", check: func(o *options) bool { return o.windowParsed == nil }},
 		{name: "maintenance window", args: []string{"--maintenance-window=Sunday 03:00 2h"}, check: func(o *options) bool {
 			return *o.windowParsed == memcached.Window{Day: time.Sunday, Start: 3 * time.Hour, Duration: 2 * time.Hour}

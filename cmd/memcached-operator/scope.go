@@ -45,16 +45,29 @@ func watchScope(lookup func(string) (string, bool)) (kube.Scope, error) {
 // operator has always kept its Lease; with more, or every namespace, there is
 // no namespace to take for it, and it must be set.
 func ownNamespace(getenv func(string) string, scope kube.Scope) (string, error) {
-	if ns := getenv(podNamespaceEnv); ns != "" {
-		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-			return "", fmt.Errorf("%s=%q is not a namespace's name: %s", podNamespaceEnv, ns, strings.Join(errs, "; "))
-		}
-		return ns, nil
+	if ns, err := podNamespace(getenv); ns != "" || err != nil {
+		return ns, err
 	}
 	if ns, ok := scope.Single(); ok {
 		return ns, nil
 	}
 	return "", fmt.Errorf("--leader-elect keeps its Lease in the operator's own namespace: set %s to it (the downward API's metadata.namespace in a pod); only with a single %s may it be left unset", podNamespaceEnv, k8sutil.WatchNamespaceEnvVar)
+}
+
+// podNamespace returns POD_NAMESPACE, the namespace of the operator's pod,
+// or "" when it is unset, as out of a cluster. The NetworkPolicies of
+// Memcacheds admit the operator's pods of this namespace to the sidecars'
+// port; without it they cannot name the operator, which then runs where no
+// policy applies to its connections anyway.
+func podNamespace(getenv func(string) string) (string, error) {
+	ns := getenv(podNamespaceEnv)
+	if ns == "" {
+		return "", nil
+	}
+	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+		return "", fmt.Errorf("%s=%q is not a namespace's name: %s", podNamespaceEnv, ns, strings.Join(errs, "; "))
+	}
+	return ns, nil
 }
 
 // checkNamespaceSelector refuses a --namespace-selector (selector, nil for

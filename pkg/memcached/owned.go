@@ -21,10 +21,12 @@ const (
 	FieldManager = "memcached-operator"
 
 	// ObservedDigestAnnotation holds, on the operator's trimmed, cached copy
-	// of a Deployment only (the kube package's cache sets it; it is never
-	// sent to the API server), OwnedDigest of the live object. The cache
-	// keeps this digest instead of the pod template, so that its memory stays
-	// that of a trimmed Deployment.
+	// of a Deployment or a NetworkPolicy only (the kube package's cache sets
+	// it; it is never sent to the API server), OwnedDigest of the live
+	// Deployment, or NetworkPolicyDigest of the live policy's spec. The cache
+	// keeps this digest instead of the pod template or the policy's rules,
+	// so that its memory stays that of a trimmed object, and so that it sees
+	// fields that client-go 1.11's types cannot hold.
 	ObservedDigestAnnotation = "cache.example.com/observed-digest"
 )
 

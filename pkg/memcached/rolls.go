@@ -41,8 +41,9 @@ func SpecHash(m *v1alpha1.Memcached) (string, error) {
 }
 
 // legacySpecHash is SpecHash as operator versions before templateSpec
-// computed it: the spec without spec.size and spec.maintenanceWindow.
-// Their Deployments keep that record until the template next changes,
+// computed it: the spec without spec.size and spec.maintenanceWindow, nor
+// spec.networkPolicy, which those versions did not know, and so never
+// decoded or hashed. Their Deployments keep that record until the template next changes,
 // since rewriting it would roll their pods; OperatorChanged accepts it, so
 // that the upgrade itself is no spec change. The two agree on every spec
 // that holds nothing templateSpec drops or normalises, so such a record
@@ -51,6 +52,7 @@ func legacySpecHash(m *v1alpha1.Memcached) (string, error) {
 	spec := m.Spec.DeepCopy()
 	spec.Size = 0
 	spec.MaintenanceWindow = nil
+	spec.NetworkPolicy = nil
 	return shortHash(spec)
 }
 
@@ -61,9 +63,10 @@ func legacySpecHash(m *v1alpha1.Memcached) (string, error) {
 // such a change from the user's across the upgrade. Every field of the
 // spec is kept, dropped or normalised here, as
 // TestSpecHashFollowsThePodTemplate checks field by field:
-//   - spec.size, which the Deployment's replicas carry, and
-//     spec.maintenanceWindow, which says when the operator rolls, are
-//     dropped;
+//   - spec.size, which the Deployment's replicas carry,
+//     spec.maintenanceWindow, which says when the operator rolls, and
+//     spec.networkPolicy, which shapes a NetworkPolicy that selects the
+//     pods by their labels, are dropped;
 //   - spec.monitoring reaches the template only through enabled: its
 //     labels and prometheusRule shape the ServiceMonitor and the
 //     PrometheusRule, and a block that is off is no block;
@@ -80,6 +83,7 @@ func templateSpec(m *v1alpha1.Memcached) *v1alpha1.MemcachedSpec {
 	spec := m.Spec.DeepCopy()
 	spec.Size = 0
 	spec.MaintenanceWindow = nil
+	spec.NetworkPolicy = nil
 	spec.Monitoring, spec.Discovery = nil, nil
 	if Monitored(m) {
 		spec.Monitoring = &v1alpha1.MemcachedMonitoring{Enabled: true}

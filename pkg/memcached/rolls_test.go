@@ -12,6 +12,7 @@ import (
 	"github.com/example-inc/memcached-operator/pkg/memcached/memcachedtest"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -68,6 +69,17 @@ var specEdits = []struct {
 	}},
 	{name: "discovery", fields: []string{"discovery.enabled"}, edit: func(m *v1alpha1.Memcached) { m.Spec.Discovery = &v1alpha1.MemcachedDiscovery{Enabled: true} }},
 	{name: "discovery off, written out", edit: func(m *v1alpha1.Memcached) { m.Spec.Discovery = &v1alpha1.MemcachedDiscovery{} }},
+	{name: "a network policy", fields: []string{"networkPolicy.enabled", "networkPolicy.from", "networkPolicy.monitoringFrom"}, edit: func(m *v1alpha1.Memcached) {
+		m.Spec.NetworkPolicy = &v1alpha1.MemcachedNetworkPolicy{
+			Enabled:        true,
+			From:           []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "web"}}}},
+			MonitoringFrom: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/8"}}},
+		}
+	}},
+	{name: "a network policy turned off", from: func(m *v1alpha1.Memcached) {
+		m.Spec.NetworkPolicy = &v1alpha1.MemcachedNetworkPolicy{Enabled: true}
+		m.Spec.Monitoring = &v1alpha1.MemcachedMonitoring{Enabled: true}
+	}, edit: func(m *v1alpha1.Memcached) { m.Spec.NetworkPolicy.Enabled = false }},
 }
 
 // TestSpecHashFollowsThePodTemplate: an edit changes SpecHash exactly when
@@ -147,6 +159,9 @@ func TestOperatorChangedAcrossTemplateNeutralEdits(t *testing.T) {
 	changed := labelled.DeepCopy()
 	changed.Generation = 3
 	changed.Spec.ExtraArgs = []string{"--threads=2"}
+	fenced := labelled.DeepCopy()
+	fenced.Generation = 3
+	fenced.Spec.NetworkPolicy = &v1alpha1.MemcachedNetworkPolicy{Enabled: true}
 	recorded := func(hash string) *appsv1.Deployment {
 		d := memcachedtest.OwnedDeployment(monitored, 2)
 		d.Spec.Template.Annotations[memcached.TemplateHashAnnotation] = "an-older-template"
@@ -172,6 +187,9 @@ func TestOperatorChangedAcrossTemplateNeutralEdits(t *testing.T) {
 		{name: "the record of an earlier version, of the same spec", m: labelled, d: recorded(legacy(labelled)), want: true},
 		{name: "the record of an earlier version, without the labels", m: relabelled, d: recorded(legacy(monitored)), want: true},
 		{name: "the record of an earlier version, of another template", m: changed, d: recorded(legacy(labelled)), want: false},
+		{name: "recorded before a network policy was enabled", m: fenced, d: recorded(memcachedtest.MustSpecHash(labelled)), want: true},
+		// Earlier versions did not know spec.networkPolicy and so never hashed it.
+		{name: "the record of an earlier version, before a network policy was enabled", m: fenced, d: recorded(legacy(labelled)), want: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 // children are the steps of the checklist that come after the Deployment's,
 // in order (see ensureChildren). A new child is one line here and a file
 // that declares it.
-var children = []child{serviceChild, pdbChild, serviceMonitorChild, prometheusRuleChild, discoveryChild}
+var children = []child{serviceChild, pdbChild, networkPolicyChild, serviceMonitorChild, prometheusRuleChild, discoveryChild}
 
 // child is one step of the checklist: one kind of a Memcached's children.
 type child interface {

@@ -3,7 +3,9 @@
 // pod template the spec asks for, a headless Service that lists them,
 // with more than one pod a PodDisruptionBudget, with monitoring where
 // the API is served a ServiceMonitor and, if asked for, a PrometheusRule
-// with the alerts of its pods, and, with discovery, the ConfigMap of the
+// with the alerts of its pods, with spec.networkPolicy a NetworkPolicy
+// that admits to its pods only the peers it names and the operator
+// (networkpolicy.go), and, with discovery, the ConfigMap of the
 // membership that its pods serve to ElastiCache clients (discovery.go);
 // and it reports the pods in
 // status: their names, how many are Ready, and conditions that say whether
@@ -25,15 +27,16 @@
 // kube.Kind, its builder, what it compares and restores, its reasons and
 // Events), run by one generic step that creates it, leaves another owner's
 // alone and restores what someone changed. service.go, pdb.go,
-// servicemonitor.go, prometheusrule.go and discovery.go each declare one;
+// networkpolicy.go, servicemonitor.go, prometheusrule.go and discovery.go
+// each declare one;
 // Kinds gives their kube.Kinds to kube.NewCachedClient, which serves any
 // Kind by the same calls.
 //
 // # Where to add
 //
-// A new child, such as a NetworkPolicy: its pure builder and the reasons of
-// its failures in package memcached (networkpolicy.go, as service.go has the
-// Service's); its ownedChild, with its kube.Kind, in a file here
+// A new child, as the NetworkPolicy came: its pure builder and the reasons
+// of its failures in package memcached (networkpolicy.go, as service.go has
+// the Service's); its ownedChild, with its kube.Kind, in a file here
 // (networkpolicy.go, as service.go); and one line in the list of children
 // (child.go). Package kube and the generic step need no change
 // (TestANewChildIsOneDeclaration, TestCachedClientServesANewChild); the

@@ -13,6 +13,7 @@ import (
 	"github.com/example-inc/memcached-operator/pkg/memcached"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1beta1 "k8s.io/api/policy/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -33,7 +34,10 @@ type fakeClient struct {
 	services          map[string]*corev1.Service
 	pdbs              map[string]*policyv1beta1.PodDisruptionBudget
 	configMaps        map[string]*corev1.ConfigMap
-	pods              []*corev1.Pod
+	// networkPolicies are returned as the cache of a kind with Observe
+	// returns them: with the digest of their spec, and trimmed.
+	networkPolicies map[string]*networkingv1.NetworkPolicy
+	pods            []*corev1.Pod
 	// mountFailures are the messages of the pods' newest FailedMount
 	// Events, by pod UID, as the cache of Events shows them.
 	mountFailures map[types.UID]string
@@ -77,6 +81,7 @@ func newFakeClient(objects ...runtime.Object) *fakeClient {
 		services:        map[string]*corev1.Service{},
 		pdbs:            map[string]*policyv1beta1.PodDisruptionBudget{},
 		configMaps:      map[string]*corev1.ConfigMap{},
+		networkPolicies: map[string]*networkingv1.NetworkPolicy{},
 		serviceMonitors: map[string]*unstructured.Unstructured{},
 		prometheusRules: map[string]*unstructured.Unstructured{},
 		patches:         map[string]string{},
@@ -87,10 +92,12 @@ func newFakeClient(objects ...runtime.Object) *fakeClient {
 		cached:          map[string]kube.Object{},
 	}
 	f.stores = map[schema.GroupResource]fakeStore{
-		memcached.DeploymentResource:                typedStore[*appsv1.Deployment]{"deployment", memcached.DeploymentResource, f.deployments},
-		memcached.ServiceResource:                   typedStore[*corev1.Service]{"service", memcached.ServiceResource, f.services},
-		memcached.PodDisruptionBudgetResource:       typedStore[*policyv1beta1.PodDisruptionBudget]{"poddisruptionbudget", memcached.PodDisruptionBudgetResource, f.pdbs},
-		memcached.ConfigMapResource:                 typedStore[*corev1.ConfigMap]{"configmap", memcached.ConfigMapResource, f.configMaps},
+		memcached.DeploymentResource:          typedStore[*appsv1.Deployment]{"deployment", memcached.DeploymentResource, f.deployments},
+		memcached.ServiceResource:             typedStore[*corev1.Service]{"service", memcached.ServiceResource, f.services},
+		memcached.PodDisruptionBudgetResource: typedStore[*policyv1beta1.PodDisruptionBudget]{"poddisruptionbudget", memcached.PodDisruptionBudgetResource, f.pdbs},
+		memcached.ConfigMapResource:           typedStore[*corev1.ConfigMap]{"configmap", memcached.ConfigMapResource, f.configMaps},
+		memcached.NetworkPolicyResource: observedStore[*networkingv1.NetworkPolicy]{
+			typedStore[*networkingv1.NetworkPolicy]{"networkpolicy", memcached.NetworkPolicyResource, f.networkPolicies}, networkPolicyChild.api},
 		memcached.ServiceMonitorGVR.GroupResource(): typedStore[*unstructured.Unstructured]{"servicemonitor", memcached.ServiceMonitorGVR.GroupResource(), f.serviceMonitors},
 		memcached.PrometheusRuleGVR.GroupResource(): typedStore[*unstructured.Unstructured]{"prometheusrule", memcached.PrometheusRuleGVR.GroupResource(), f.prometheusRules},
 	}
@@ -106,6 +113,8 @@ func newFakeClient(objects ...runtime.Object) *fakeClient {
 			f.pdbs[key(o.Namespace, o.Name)] = o.DeepCopy()
 		case *corev1.ConfigMap:
 			f.configMaps[key(o.Namespace, o.Name)] = o.DeepCopy()
+		case *networkingv1.NetworkPolicy:
+			f.networkPolicies[key(o.Namespace, o.Name)] = o.DeepCopy()
 		case *corev1.Pod:
 			f.pods = append(f.pods, o.DeepCopy())
 		case *unstructured.Unstructured:
@@ -200,6 +209,42 @@ func (s typedStore[T]) patch(f *fakeClient, namespace, name string, uid types.UI
 
 func (s typedStore[T]) delete(f *fakeClient, namespace, name string, uid types.UID) error {
 	return fakeDelete(f, s.kind, s.gr, s.objects, namespace, name, uid)
+}
+
+// observedStore is a typedStore of a kind with Observe: what it returns
+// passes through the kind's Observe, as the JSON content that the API
+// server would send, and its Trim, as CachedClient's objects of the kind do.
+type observedStore[T fakeObject[T]] struct {
+	typedStore[T]
+	kind *kube.Kind
+}
+
+func (s observedStore[T]) get(f *fakeClient, namespace, name string) (kube.Object, error) {
+	return s.observe(s.typedStore.get(f, namespace, name))
+}
+
+func (s observedStore[T]) read(f *fakeClient, namespace, name string) (kube.Object, error) {
+	return s.observe(s.typedStore.read(f, namespace, name))
+}
+
+func (s observedStore[T]) create(f *fakeClient, manifest *unstructured.Unstructured) (kube.Object, error) {
+	return s.observe(s.typedStore.create(f, manifest))
+}
+
+// observe returns o, a copy of a stored object, as CachedClient returns it.
+func (s observedStore[T]) observe(o kube.Object, err error) (kube.Object, error) {
+	if err != nil {
+		return o, err
+	}
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.kind.Observe(content, o); err != nil {
+		return nil, err
+	}
+	s.kind.Trim(o)
+	return o, nil
 }
 
 // store returns the store of k's objects.

@@ -107,6 +107,9 @@ type Handler struct {
 	sidecars SidecarReports
 	// serves, if set, tells whether the handler may act in a namespace.
 	serves func(namespace string) bool
+	// networkPolicies are the operator's settings of every Memcached's
+	// NetworkPolicy.
+	networkPolicies memcached.NetworkPolicyOptions
 }
 
 // SidecarReports tells what the sidecars of pods last reported they could
@@ -172,6 +175,14 @@ func NewHandler(client Client, recorder record.EventRecorder, image string) *Han
 // handles any event.
 func (h *Handler) UseSidecarImage(image string) {
 	h.sidecarImage = image
+}
+
+// AdmitToNetworkPolicies makes the NetworkPolicies of Memcacheds with
+// spec.networkPolicy admit what o says: the operator's own pods to the
+// sidecars' port, and the default monitoring namespaces to the metrics
+// port. Without it they admit neither. Call it before h handles any event.
+func (h *Handler) AdmitToNetworkPolicies(o memcached.NetworkPolicyOptions) {
+	h.networkPolicies = o
 }
 
 // Handle takes an SDK event: it keeps the event's Memcached as the latest

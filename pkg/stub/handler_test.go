@@ -137,6 +137,7 @@ func steady(writes ...string) []string {
 		"get deployment test/example",
 		"get service test/example",
 		"get poddisruptionbudget test/example",
+		"get networkpolicy test/example",
 		"list pods test app=memcached,memcached_cr=example",
 		"get service test/example",
 	}, writes...)
@@ -153,6 +154,7 @@ func writesDeployment(write string) []string {
 		write,
 		"get service test/example",
 		"get poddisruptionbudget test/example",
+		"get networkpolicy test/example",
 		"list pods test app=memcached,memcached_cr=example",
 		"get service test/example",
 		"update memcached/status test/example",
@@ -160,7 +162,8 @@ func writesDeployment(write string) []string {
 }
 
 // createActions are the calls of a reconcile that creates the children of
-// example, of size 2 or more; the status waits for the next reconcile,
+// example, of size 2 or more, without a NetworkPolicy, which it looks for
+// in the cache all the same; the status waits for the next reconcile,
 // which it queues.
 var createActions = []string{
 	"get deployment test/example",
@@ -169,6 +172,7 @@ var createActions = []string{
 	"create service test/example",
 	"get poddisruptionbudget test/example",
 	"create poddisruptionbudget test/example",
+	"get networkpolicy test/example",
 }
 
 func TestCreatesDeployment(t *testing.T) {
@@ -435,6 +439,7 @@ func TestChildChangesReconcileTheirMemcached(t *testing.T) {
 				"scale deployment test/example 2",
 				"get service test/example",
 				"get poddisruptionbudget test/example",
+				"get networkpolicy test/example",
 				"list pods test app=memcached,memcached_cr=example",
 				"get service test/example",
 			},
@@ -542,6 +547,7 @@ func TestToleratesConcurrentCreate(t *testing.T) {
 		"read deployment test/example",
 		"get service test/example",
 		"get poddisruptionbudget test/example",
+		"get networkpolicy test/example",
 		"list pods test app=memcached,memcached_cr=example",
 		"get service test/example",
 		"update memcached/status test/example",

@@ -21,6 +21,7 @@ import (
 	"github.com/operator-framework/operator-sdk/pkg/sdk"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -160,7 +161,7 @@ type specOption struct {
 // specField is a spec field and the values an edit draws from. Every field
 // of MemcachedSpec is here, and the values include those that change no pod
 // (monitoring's labels and prometheusRule, discovery disabled written out,
-// the window), and some that the operator refuses.
+// the window, the network policy), and some that the operator refuses.
 type specField struct {
 	name    string
 	options []specOption
@@ -280,6 +281,18 @@ var specFields = []specField{
 		opt("{enabled: true}", func(s *v1alpha1.MemcachedSpec) { s.Discovery = &v1alpha1.MemcachedDiscovery{Enabled: true} }),
 		opt("{enabled: false}", func(s *v1alpha1.MemcachedSpec) { s.Discovery = &v1alpha1.MemcachedDiscovery{} }),
 	}},
+	{"networkPolicy", []specOption{
+		opt("nil", func(s *v1alpha1.MemcachedSpec) { s.NetworkPolicy = nil }),
+		opt("{enabled: true}", func(s *v1alpha1.MemcachedSpec) { s.NetworkPolicy = &v1alpha1.MemcachedNetworkPolicy{Enabled: true} }),
+		opt("{enabled: true, from: [{podSelector: {role: web}}], monitoringFrom: [{ipBlock: 192.0.2.0/24}]}", func(s *v1alpha1.MemcachedSpec) {
+			s.NetworkPolicy = &v1alpha1.MemcachedNetworkPolicy{
+				Enabled:        true,
+				From:           []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "web"}}}},
+				MonitoringFrom: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "192.0.2.0/24"}}},
+			}
+		}),
+		opt("{enabled: false}", func(s *v1alpha1.MemcachedSpec) { s.NetworkPolicy = &v1alpha1.MemcachedNetworkPolicy{} }),
+	}},
 }
 
 // newSpec returns the spec that a creation with seed draws: each field at
@@ -332,7 +345,7 @@ type modelEvent struct {
 var clockSteps = []time.Duration{10 * time.Minute, time.Hour, 6 * time.Hour, 24 * time.Hour, 72 * time.Hour, 0}
 
 // handChildren are the children that evHandEdit and evHandDelete act on.
-var handChildren = []string{"deployment", "service", "poddisruptionbudget", "configmap"}
+var handChildren = []string{"deployment", "service", "poddisruptionbudget", "configmap", "networkpolicy"}
 
 // handEdits describe evHandEdit's ways, by child.
 var handEdits = map[string][]string{
@@ -340,6 +353,7 @@ var handEdits = map[string][]string{
 	"service":             {"changes its port", "drops its labels", "replaces it with one of its own, owned by nobody"},
 	"poddisruptionbudget": {"sets its maxUnavailable to 2", "drops its labels"},
 	"configmap":           {"writes version 1 with the current members", "writes what no sidecar can parse"},
+	"networkpolicy":       {"admits every namespace", "drops its labels"},
 }
 
 func (e modelEvent) String() string {
@@ -960,6 +974,16 @@ func (md *model) handEdit(e modelEvent) {
 		} else {
 			cm.Data[memcached.DiscoveryKey] = "not a cluster"
 		}
+	case "networkpolicy":
+		p := md.client.networkPolicies[k]
+		if p == nil {
+			return
+		}
+		if way == 0 {
+			p.Spec.Ingress[0].From = append(p.Spec.Ingress[0].From, networkingv1.NetworkPolicyPeer{NamespaceSelector: &metav1.LabelSelector{}})
+		} else {
+			p.Labels = nil
+		}
 	}
 	md.enqueue(e.name)
 }
@@ -983,6 +1007,8 @@ func (md *model) handDelete(e modelEvent) {
 		delete(md.client.pdbs, k)
 	case "configmap":
 		delete(md.client.configMaps, k)
+	case "networkpolicy":
+		delete(md.client.networkPolicies, k)
 	}
 	md.enqueue(e.name)
 }

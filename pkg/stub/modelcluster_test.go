@@ -153,6 +153,10 @@ func (c *modelClient) stored(gr schema.GroupResource, namespace, name string) me
 		if p, ok := c.pdbs[k]; ok {
 			o = p
 		}
+	case memcached.NetworkPolicyResource:
+		if p, ok := c.networkPolicies[k]; ok {
+			o = p
+		}
 	case memcached.ConfigMapResource:
 		if cm, ok := c.configMaps[k]; ok {
 			o = cm
@@ -176,6 +180,7 @@ var childResources = map[string]schema.GroupResource{
 	"service":             memcached.ServiceResource,
 	"poddisruptionbudget": memcached.PodDisruptionBudgetResource,
 	"configmap":           memcached.ConfigMapResource,
+	"networkpolicy":       memcached.NetworkPolicyResource,
 	"servicemonitor":      memcached.ServiceMonitorGVR.GroupResource(),
 	"prometheusrule":      memcached.PrometheusRuleGVR.GroupResource(),
 }

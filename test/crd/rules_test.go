@@ -208,6 +208,12 @@ func TestSchema(t *testing.T) {
 		{"discovery without enabled", `discovery: {}`, "spec.discovery.enabled: Required value"},
 		{"discovery enabled as a string", `discovery: {enabled: "yes"}`, `spec.discovery.enabled: Invalid value: "string": spec.discovery.enabled in body must be of type boolean`},
 		{"discovery as a boolean", `discovery: true`, "spec.discovery: Invalid value"},
+		{"network policy", `networkPolicy: {enabled: true}`, ""},
+		{"network policy with peers", "networkPolicy:\n  enabled: true\n  from:\n  - podSelector: {matchLabels: {role: web}}\n  - namespaceSelector: {matchExpressions: [{key: team, operator: In, values: [a, b]}]}\n    podSelector: {}\n  monitoringFrom:\n  - ipBlock: {cidr: 10.0.0.0/8, except: [10.1.0.0/16]}", ""},
+		{"network policy without enabled", `networkPolicy: {from: [{podSelector: {}}]}`, "spec.networkPolicy.enabled: Required value"},
+		{"network policy of an empty peer", `networkPolicy: {enabled: true, from: [{}]}`, "spec.networkPolicy.from[0]: Invalid value"},
+		{"network policy of an ipBlock without cidr", `networkPolicy: {enabled: true, monitoringFrom: [{ipBlock: {except: [10.1.0.0/16]}}]}`, "spec.networkPolicy.monitoringFrom[0].ipBlock.cidr: Required value"},
+		{"network policy of an unknown operator", `networkPolicy: {enabled: true, from: [{podSelector: {matchExpressions: [{key: a, operator: Is}]}}]}`, "spec.networkPolicy.from[0].podSelector.matchExpressions[0].operator: Unsupported value"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

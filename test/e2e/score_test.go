@@ -27,9 +27,9 @@ var kubeScoreLeftFailing = map[string][]string{
 	// IfNotPresent: a restarted container must come back while the registry
 	// is down.
 	"container-image-pull-policy": {"memcached Deployment", "operator Deployment"},
-	// No NetworkPolicy: who may reach a cache, or scrape metrics, is the
-	// cluster's to say.
-	"pod-networkpolicy": {"memcached Deployment", "operator Deployment"},
+	// No NetworkPolicy: spec.networkPolicy, which says who may reach a
+	// cache, is off by default; the operator has deploy/networkpolicy.yaml.
+	"pod-networkpolicy": {"memcached Deployment"},
 	// memcached's pods spread by topologySpreadConstraints, which allow two on
 	// one node when there is a single node, and anti-affinity does not.
 	"deployment-has-host-podantiaffinity": {"memcached Deployment"},
@@ -141,7 +141,7 @@ spec:
 			}
 		}
 	}
-	score("operator", paths.Deploy("operator.yaml"), paths.Deploy("pdb.yaml"), paths.Deploy("sa.yaml"), paths.Deploy("rbac.yaml"))
+	score("operator", paths.Deploy("operator.yaml"), paths.Deploy("pdb.yaml"), paths.Deploy("networkpolicy.yaml"), paths.Deploy("sa.yaml"), paths.Deploy("rbac.yaml"))
 	score("memcached", childrenFile)
 
 	for id, kinds := range failing {

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -27,8 +28,8 @@ type Memcached struct {
 
 // MemcachedSpec is the desired state that users write. Only size is
 // required, as in the guide; every other field is optional and has a default
-// that suits a small cache. Changing any field but size rolls the memcached
-// pods, one at a time.
+// that suits a small cache. Changing any field but size, maintenanceWindow
+// and networkPolicy rolls the memcached pods, one at a time.
 type MemcachedSpec struct {
 	// Size is the number of memcached pods to run; the CRD bounds it to 0..100.
 	Size int32 `json:"size"`
@@ -81,6 +82,30 @@ type MemcachedSpec struct {
 	// and replaced pods without a restart. Nil or disabled serves nothing
 	// and creates no ConfigMap.
 	Discovery *MemcachedDiscovery `json:"discovery,omitempty"`
+	// NetworkPolicy, when enabled, makes the operator keep a NetworkPolicy
+	// of the Memcached's name that admits to its pods only the clients and
+	// scrapers it names, and the operator. Nil or disabled creates none,
+	// and deletes the one the operator made. A change rolls no pod.
+	NetworkPolicy *MemcachedNetworkPolicy `json:"networkPolicy,omitempty"`
+}
+
+// MemcachedNetworkPolicy says who may connect to the memcached pods. The
+// policy admits ingress alone and denies every other connection to the
+// pods; it takes effect only where the cluster's network plugin enforces
+// NetworkPolicies (see docs/children.md, "NetworkPolicy").
+type MemcachedNetworkPolicy struct {
+	// Enabled makes the operator create and keep the NetworkPolicy.
+	Enabled bool `json:"enabled"`
+	// From are the peers that may reach memcached, and the discovery
+	// endpoint with spec.discovery. Empty admits the pods of the
+	// Memcached's own namespace alone, the clients that a cache of one
+	// namespace usually serves.
+	From []networkingv1.NetworkPolicyPeer `json:"from,omitempty"`
+	// MonitoringFrom are the peers that may scrape the metrics port, with
+	// spec.monitoring. Empty admits the namespaces that the operator's
+	// --monitoring-namespace-selector selects. The operator's own pods may
+	// always reach that port, which serves the sidecar's report.
+	MonitoringFrom []networkingv1.NetworkPolicyPeer `json:"monitoringFrom,omitempty"`
 }
 
 // MemcachedDiscovery turns the discovery endpoint on. The membership

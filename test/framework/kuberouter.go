@@ -89,7 +89,7 @@ func StartKubeRouter(ctx context.Context, paths Paths, c *Cluster, nodeName, log
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
 		return nil, err
 	}
-	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	log, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}

@@ -63,6 +63,8 @@ type KubeRouter struct {
 	waitErr error
 	stop    sync.Once
 	stopErr error
+	// removed says what Stop removed.
+	removed string
 }
 
 // StartKubeRouter removes whatever firewall state an earlier kube-router left (a
@@ -79,8 +81,10 @@ func StartKubeRouter(ctx context.Context, paths Paths, c *Cluster, nodeName, log
 			return nil, fmt.Errorf("%s is required for kube-router (test/scripts/install-deps.sh test installs it): %v", cmd, err)
 		}
 	}
-	if err := removeKubeRouterState(ctx, nil); err != nil {
+	if removed, err := removeKubeRouterState(ctx, nil); err != nil {
 		return nil, fmt.Errorf("remove an earlier kube-router's firewall state: %v", err)
+	} else if removed != "nothing" {
+		fmt.Fprintf(os.Stderr, "framework: removed an earlier kube-router's firewall state: %s\n", removed)
 	}
 	before, err := ReadFirewallState(ctx)
 	if err != nil {
@@ -200,7 +204,9 @@ func (k *KubeRouter) stopOnce(ctx context.Context) error {
 			<-k.exited
 		}
 	}
-	if err := removeKubeRouterState(ctx, k.before.IPSets); err != nil {
+	removed, err := removeKubeRouterState(ctx, k.before.IPSets)
+	k.removed = removed
+	if err != nil {
 		errs = append(errs, err)
 	}
 	after, err := ReadFirewallState(ctx)
@@ -212,6 +218,10 @@ func (k *KubeRouter) stopOnce(ctx context.Context) error {
 	}
 	return errors.Join(errs...)
 }
+
+// Removed says what Stop removed of kube-router's: how many jumps, chains and
+// ipsets.
+func (k *KubeRouter) Removed() string { return k.removed }
 
 // FirewallState is what a host's firewall holds that kube-router may change.
 type FirewallState struct {
@@ -473,9 +483,11 @@ func cleanupScript(save string) string {
 
 // removeKubeRouterState deletes kube-router's chains and the jumps to them in every
 // table of both families, then destroys every ipset that keep does not name: all of
-// them when keep is nil and the ipsets are kube-router's (KUBE- and TMP- names).
-func removeKubeRouterState(ctx context.Context, keep []string) error {
+// them when keep is nil and the ipsets are kube-router's (KUBE- and TMP- names). It
+// says how many jumps, chains and ipsets it removed, or "nothing".
+func removeKubeRouterState(ctx context.Context, keep []string) (string, error) {
 	var errs []error
+	var jumps, chains, sets int
 	for _, f := range iptablesFamilies {
 		save, err := saveRules(ctx, f.save)
 		if err != nil {
@@ -490,11 +502,14 @@ func removeKubeRouterState(ctx context.Context, keep []string) error {
 		cmd.Stdin = strings.NewReader(script)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			errs = append(errs, fmt.Errorf("%s --noflush: %v: %s\ninput:\n%s", f.restore, err, out, script))
+			continue
 		}
+		jumps += strings.Count(script, "\n-D ")
+		chains += strings.Count(script, "\n-X ")
 	}
 	names, err := ipsetNames(ctx)
 	if err != nil {
-		return errors.Join(append(errs, err)...)
+		return "", errors.Join(append(errs, err)...)
 	}
 	kept := map[string]bool{}
 	for _, n := range keep {
@@ -515,9 +530,15 @@ func removeKubeRouterState(ctx context.Context, keep []string) error {
 		})
 		if err != nil {
 			errs = append(errs, err)
+			continue
 		}
+		sets++
 	}
-	return errors.Join(errs...)
+	removed := "nothing"
+	if jumps+chains+sets > 0 {
+		removed = fmt.Sprintf("%d jumps, %d chains, %d ipsets", jumps, chains, sets)
+	}
+	return removed, errors.Join(errs...)
 }
 
 // lastLines returns the last n lines of s.

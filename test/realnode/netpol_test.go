@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -51,7 +52,11 @@ func stopKubeRouter(ctx context.Context) error {
 	if kubeRouter == nil {
 		return nil
 	}
-	return kubeRouter.Stop(ctx)
+	if err := kubeRouter.Stop(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "realnode: kube-router stopped, its firewall state removed (%s); the host's iptables rules and ipsets are as it found them\n", kubeRouter.Removed())
+	return nil
 }
 
 const (

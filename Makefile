@@ -118,7 +118,7 @@ run: build ## Run the operator locally against KUBECONFIG (the SDK's `up local`)
 ##@ Local cluster
 
 .PHONY: tools
-tools: ## Build the control plane, kubelet, kube-proxy, etcd, kwok, kubectl, OLM, operator-sdk v0.0.7, kube-score and govulncheck from Go modules into tmp/_output/tools.
+tools: ## Build the control plane, kubelet, kube-proxy, etcd, kwok, kubectl, OLM, operator-sdk v0.0.7, kube-score, govulncheck and kube-router (the real-node suite's NetworkPolicy firewall, tests only) from Go modules into tmp/_output/tools.
 	test/scripts/build-tools.sh
 
 .PHONY: demo
@@ -248,5 +248,5 @@ clean-images: ## Stop the local registry and the private dockerd, and remove the
 	if [[ -d $(OUTPUT)/buildah ]]; then buildah --storage-driver=vfs --root $(OUTPUT)/buildah/root --runroot $(OUTPUT)/buildah/runroot rmi --all --force >/dev/null || true; rm -rf $(OUTPUT)/buildah; fi
 
 .PHONY: clean-tools
-clean-tools: ## Remove the cached Kubernetes, etcd, KWOK, OLM, operator-sdk, kube-score and govulncheck binaries.
+clean-tools: ## Remove the cached Kubernetes, etcd, KWOK, OLM, operator-sdk, kube-score, govulncheck and kube-router binaries.
 	rm -rf $(OUTPUT)/tools

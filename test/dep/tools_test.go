@@ -15,7 +15,9 @@ import (
 // Kubernetes libraries. test/tools/operator-sdk is left out: it pins operator-sdk
 // v0.0.7's own 2018 locks on purpose. So is test/tools/kube-score: kube-score
 // v1.20.0 reads an API group that the 0.37 libraries no longer have. And
-// test/tools/vulncheck: govulncheck builds on none of them.
+// test/tools/vulncheck: govulncheck builds on none of them. And
+// test/tools/kube-router: kube-router v2.1.0 builds on its own 0.29 libraries, and
+// its module is for the real-node suite only (it has known security advisories).
 var sharedToolModules = []string{"kube", "kwok", "olm"}
 
 // testModuleOwn are the modules that this test module holds at versions of its own,

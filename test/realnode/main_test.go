@@ -55,7 +55,7 @@ func run(m *testing.M) (code int) {
 	if paths, err = framework.NewPaths(); err != nil {
 		return fail(err)
 	}
-	if err := paths.RequireTools(append(framework.ClusterTools, "kubelet", "kube-proxy")...); err != nil {
+	if err := paths.RequireTools(append(framework.ClusterTools, "kubelet", "kube-proxy", "kube-router")...); err != nil {
 		return fail(err)
 	}
 	version, err := makeVariable("VERSION")
@@ -94,6 +94,12 @@ func run(m *testing.M) (code int) {
 		}
 		stopped = true
 		stopOLM()
+		// kube-router goes before the node: node.sh down sweeps every KUBE-
+		// chain, which would hide what kube-router's own Stop left behind.
+		if err := stopKubeRouter(ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "realnode: %v\n", err)
+			code = 1
+		}
 		if node != nil {
 			// node.sh down fails when the host is not restored; that fails the suite.
 			if err := node.Stop(ctx); err != nil {

@@ -16,7 +16,7 @@ set -o errexit -o nounset -o pipefail
 # shellcheck source=test/scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-MODULES=(kube kwok olm operator-sdk kube-score vulncheck)
+MODULES=(kube kwok olm operator-sdk kube-score vulncheck kube-router)
 
 # tools_kube: Kubernetes control plane and kubectl, the real node's kubelet and
 # kube-proxy, etcd, and deepcopy-gen for tmp/codegen.
@@ -112,6 +112,20 @@ tools_vulncheck() {
 # golang.org/x/vuln) from the build information, without a stamp.
 ldflags_vulncheck() {
   echo "-s -w"
+}
+
+# tools_kube-router: kube-router, whose network policy firewall test/realnode runs on
+# the real node (framework.KubeRouter) so that NetworkPolicies are enforced there.
+# v2.1.0 has known security advisories: it is built for the tests only, never shipped.
+tools_kube-router() {
+  echo "kube-router github.com/cloudnativelabs/kube-router/v2/cmd/kube-router"
+}
+
+# ldflags_kube-router stamps kube-router's version, which `kube-router --version` prints.
+ldflags_kube-router() {
+  local version
+  version="$(module_version kube-router github.com/cloudnativelabs/kube-router/v2)"
+  echo "-s -w -X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=${version}"
 }
 
 # module_dir prints the directory of a tool module.

@@ -3,8 +3,9 @@
 # them to the local registry (test/scripts/registry.sh, started when needed). All of
 # them build offline, FROM scratch, with buildah (vfs storage in tmp/_output/buildah):
 #   pause      the pod sandbox image (test/images/pause, a static Go program);
-#   tenant     what the real-node suite's hostile tenant runs in its pods
-#              (test/images/tenant, a static Go program);
+#   tenant     what the real-node suite's hostile tenant runs in its pods, and the
+#              client of its network policy test (test/images/tenant, a static Go
+#              program; tag 1.1 added its idle and probe modes);
 #   memcached  Debian's memcached package: the binary, the libraries ldd lists and a
 #              memcache user with uid 11211 (test/images/memcached/Dockerfile);
 #   operator   the operator image (tmp/build/Dockerfile), once per release under
@@ -39,7 +40,7 @@ memcached_version() {
 ref() {
   case "$1" in
     pause) echo "${REGISTRY_ADDR}/local/pause:1.0" ;;
-    tenant) echo "${REGISTRY_ADDR}/local/tenant:1.0" ;;
+    tenant) echo "${REGISTRY_ADDR}/local/tenant:1.1" ;;
     memcached) echo "${REGISTRY_ADDR}/local/memcached:$(memcached_version)" ;;
     operator)
       (($# == 2)) || fatal "usage: images.sh ref operator VERSION"

@@ -32,8 +32,9 @@ POLICY_RC_D=/usr/sbin/policy-rc.d
 # for that suite's headless screenshot of the console page; and Node.js for the npm
 # client of the discovery tests (test/scripts/npm-client.sh), with npm too unless the
 # nodejs installed already brings it, as NodeSource's does, whose nodejs conflicts with
-# Debian's npm package.
-TEST_PACKAGES=("${NODE_PACKAGES[@]}" gcc libc6-dev make git prometheus chromium fonts-liberation nodejs)
+# Debian's npm package; and ipset, which kube-router's network policy firewall, run by
+# the real-node suite (framework.KubeRouter), drives and the suite reads back.
+TEST_PACKAGES=("${NODE_PACKAGES[@]}" gcc libc6-dev make git prometheus chromium fonts-liberation nodejs ipset)
 command -v npm >/dev/null 2>&1 || TEST_PACKAGES+=(npm)
 
 packages() {

@@ -1,6 +1,7 @@
 // Command tenant is what a hostile tenant runs in its pods in the real-node
 // suite (TestHostileTenant): nothing a tenant with the right to create pods
-// could not run. It has two modes.
+// could not run. The suite's TestNetworkPolicyIsEnforced uses it as a plain
+// client too. It has four modes.
 //
 //	tenant report ADDR
 //
@@ -15,25 +16,46 @@
 // tls ones send the first bytes of a TLS ClientHello and never finish it.
 // It logs "done: opened N of CONNS" once it has tried them all, then every
 // few seconds how many it opened and how many the server has closed. It never exits by itself.
+//
+//	tenant idle
+//
+// does nothing until SIGTERM or SIGINT, then exits 0, so that a pod stays up for
+// `kubectl exec` and stops at once when it is deleted.
+//
+//	tenant probe ADDR
+//
+// connects to the memcached server at ADDR, sends `version` and prints one line:
+// "ok VERSION ..." and exit status 0 when the server answered, or "connect: ERROR"
+// or "version: ERROR" and exit status 1 when the connection or the command failed
+// (within probeTimeout each), so that a test can tell a refused or dropped
+// connection from a server that does not answer.
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"strconv"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
 func main() {
-	if len(os.Args) < 3 {
-		fmt.Fprintln(os.Stderr, "usage: tenant report ADDR | tenant flood ADDR CONNS plain|tls")
+	if len(os.Args) < 2 || (len(os.Args) < 3 && os.Args[1] != "idle") {
+		fmt.Fprintln(os.Stderr, "usage: tenant report ADDR | tenant flood ADDR CONNS plain|tls | tenant idle | tenant probe ADDR")
 		os.Exit(2)
 	}
 	var err error
 	switch os.Args[1] {
+	case "idle":
+		idle()
+	case "probe":
+		os.Exit(probe(os.Args[2]))
 	case "report":
 		err = report(os.Args[2])
 	case "flood":
@@ -103,4 +125,46 @@ func flood(addr string, n int, tls bool) error {
 		fmt.Printf("opened %d, closed by the server %d\n", opened.Load(), closed.Load())
 		time.Sleep(5 * time.Second)
 	}
+}
+
+// idle waits for SIGTERM or SIGINT. As a container's first process it has no
+// default action for them, so it must catch them to stop when the pod goes.
+func idle() {
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, os.Interrupt)
+	<-stop
+}
+
+// probeTimeout bounds the connection and the answer of a probe each: a policy
+// that drops packets instead of refusing them shows as a connect timeout.
+const probeTimeout = 3 * time.Second
+
+// probe asks the memcached server at addr for its version, prints the outcome
+// and returns the exit status.
+func probe(addr string) int {
+	c, err := net.DialTimeout("tcp", addr, probeTimeout)
+	if err != nil {
+		fmt.Printf("connect: %v\n", err)
+		return 1
+	}
+	defer c.Close()
+	if err := c.SetDeadline(time.Now().Add(probeTimeout)); err != nil {
+		fmt.Printf("version: %v\n", err)
+		return 1
+	}
+	if _, err := c.Write([]byte("version\r\n")); err != nil {
+		fmt.Printf("version: %v\n", err)
+		return 1
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		fmt.Printf("version: %v\n", err)
+		return 1
+	}
+	if !strings.HasPrefix(line, "VERSION ") {
+		fmt.Printf("version: unexpected answer %q\n", line)
+		return 1
+	}
+	fmt.Printf("ok %s\n", strings.TrimSpace(line))
+	return 0
 }

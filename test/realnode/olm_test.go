@@ -63,8 +63,9 @@ type upgradeCache struct {
 	// spec is the Memcached's spec besides its size, as YAML.
 	spec string
 	// tls says clients speak TLS; clientCert that they present a certificate,
-	// auth that they log in, and monitoring that the pods' sidecars serve metrics.
-	tls, clientCert, auth, monitoring bool
+	// auth that they log in, and monitoring that the pods' sidecars serve metrics;
+	// networkPolicy that the operator keeps a NetworkPolicy for it.
+	tls, clientCert, auth, monitoring, networkPolicy bool
 	// tlsSecret is the Secret of the cache's certificate when tls is set.
 	tlsSecret string
 }
@@ -94,8 +95,8 @@ var upgradeCaches = append(plainCaches(guideResources),
 	upgradeCache{
 		name: "memcached-secured", size: 2,
 		spec: "tls: {secretName: " + upgradeSecuredSecret + ", clientCertificates: Required}\n" +
-			"auth: {secretName: " + upgradeUsersSecret + "}\nmonitoring: {enabled: true}",
-		tls: true, clientCert: true, auth: true, monitoring: true, tlsSecret: upgradeSecuredSecret,
+			"auth: {secretName: " + upgradeUsersSecret + "}\nmonitoring: {enabled: true}\nnetworkPolicy: {enabled: true}",
+		tls: true, clientCert: true, auth: true, monitoring: true, networkPolicy: true, tlsSecret: upgradeSecuredSecret,
 	},
 )
 

@@ -63,6 +63,9 @@ type promiseEnv struct {
 func TestPromisesAcrossFeatures(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
+	// The secured cache's spec.networkPolicy is enforced: the operator's
+	// poll of its sidecars, and the sidecars themselves, must get through it.
+	enforceNetworkPolicies(t)
 	e := &promiseEnv{olm: installThroughOLM(ctx, t), caches: upgradeCaches, ca: newTestCA(t)}
 	k := e.olm.k
 
@@ -87,7 +90,11 @@ func TestPromisesAcrossFeatures(t *testing.T) {
 			}
 		}
 		e.children[c.name] = map[string]map[string]any{}
-		for _, kind := range []string{"deployment", "service"} {
+		kinds := []string{"deployment", "service"}
+		if c.networkPolicy {
+			kinds = append(kinds, "networkpolicy")
+		}
+		for _, kind := range kinds {
 			obj, err := childJSON(ctx, k, kind, c.name)
 			if err != nil {
 				t.Fatal(err)
@@ -126,6 +133,10 @@ func handEdit(ctx context.Context, t *testing.T, e *promiseEnv) {
 		mustRun(ctx, t, e.olm.k, "label", "service", c.name, "app-", "memcached_cr-")
 		mustRun(ctx, t, e.olm.k, "patch", "deployment", c.name, "--type=json", "-p",
 			`[{"op":"replace","path":"/spec/strategy/rollingUpdate/maxUnavailable","value":3}]`)
+		if c.networkPolicy {
+			// No rule left: every connection to the pods refused until it is put back.
+			mustRun(ctx, t, e.olm.k, "patch", "networkpolicy", c.name, "--type=json", "-p", `[{"op":"remove","path":"/spec/ingress"}]`)
+		}
 	}
 }
 
@@ -382,7 +393,7 @@ func sameChild(got, want map[string]any) error {
 	}
 	gs, _ := got["spec"].(map[string]any)
 	ws, _ := want["spec"].(map[string]any)
-	for _, f := range []string{"strategy", "template", "selector", "ports"} {
+	for _, f := range []string{"strategy", "template", "selector", "ports", "podSelector", "ingress", "policyTypes"} {
 		if !reflect.DeepEqual(gs[f], ws[f]) {
 			return fmt.Errorf("spec.%s %v, want %v", f, gs[f], ws[f])
 		}

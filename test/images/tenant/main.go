@@ -29,6 +29,13 @@
 // or "version: ERROR" and exit status 1 when the connection or the command failed
 // (within probeTimeout each), so that a test can tell a refused or dropped
 // connection from a server that does not answer.
+//
+//	tenant keys ADDR [USER PASSWORD]
+//
+// connects to the plain memcached server at ADDR, logs in as USER with PASSWORD
+// when given (memcached's -Y authentication), stores a key and reads it back,
+// and prints one line: "ok stored and read KEY" and exit status 0, or "connect:
+// ERROR" or "keys: ERROR" and exit status 1, within probeTimeout each.
 package main
 
 import (
@@ -47,7 +54,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 || (len(os.Args) < 3 && os.Args[1] != "idle") {
-		fmt.Fprintln(os.Stderr, "usage: tenant report ADDR | tenant flood ADDR CONNS plain|tls | tenant idle | tenant probe ADDR")
+		fmt.Fprintln(os.Stderr, "usage: tenant report ADDR | tenant flood ADDR CONNS plain|tls | tenant idle | tenant probe ADDR | tenant keys ADDR [USER PASSWORD]")
 		os.Exit(2)
 	}
 	var err error
@@ -56,6 +63,12 @@ func main() {
 		idle()
 	case "probe":
 		os.Exit(probe(os.Args[2]))
+	case "keys":
+		var user, password string
+		if len(os.Args) == 5 {
+			user, password = os.Args[3], os.Args[4]
+		}
+		os.Exit(keys(os.Args[2], user, password))
 	case "report":
 		err = report(os.Args[2])
 	case "flood":
@@ -167,4 +180,53 @@ func probe(addr string) int {
 	}
 	fmt.Printf("ok %s\n", strings.TrimSpace(line))
 	return 0
+}
+
+// keys stores a key at the memcached server at addr and reads it back, prints
+// the outcome and returns the exit status.
+func keys(addr, user, password string) int {
+	c, err := net.DialTimeout("tcp", addr, probeTimeout)
+	if err != nil {
+		fmt.Printf("connect: %v\n", err)
+		return 1
+	}
+	defer c.Close()
+	key := fmt.Sprintf("tenant-%d", time.Now().UnixNano())
+	if err := storeAndRead(c, key, user, password); err != nil {
+		fmt.Printf("keys: %v\n", err)
+		return 1
+	}
+	fmt.Printf("ok stored and read %s\n", key)
+	return 0
+}
+
+// storeAndRead logs in on c as user, unless user is "", then sets key to its
+// own name and gets it back.
+func storeAndRead(c net.Conn, key, user, password string) error {
+	if err := c.SetDeadline(time.Now().Add(probeTimeout)); err != nil {
+		return err
+	}
+	var want []string
+	if user != "" {
+		login := user + " " + password
+		if _, err := fmt.Fprintf(c, "set login 0 0 %d\r\n%s\r\n", len(login), login); err != nil {
+			return err
+		}
+		want = append(want, "STORED")
+	}
+	if _, err := fmt.Fprintf(c, "set %s 0 0 %d\r\n%s\r\nget %s\r\n", key, len(key), key, key); err != nil {
+		return err
+	}
+	r := bufio.NewReader(c)
+	want = append(want, "STORED", fmt.Sprintf("VALUE %s 0 %d", key, len(key)), key, "END")
+	for _, w := range want {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return err
+		}
+		if got := strings.TrimRight(line, "\r\n"); got != w {
+			return fmt.Errorf("got %q, want %q", got, w)
+		}
+	}
+	return nil
 }

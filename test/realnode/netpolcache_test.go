@@ -47,7 +47,7 @@ const (
 //     namespace's client gets in again.
 //   - from naming np-allowed's label lets np-allowed in and keeps the own
 //     namespace out; turned off, the policy is gone and np-other gets in; turned
-//     on again, np-other is out again.
+//     on again with from emptied, np-other is out again and the own namespace in.
 //
 // No pod is replaced or restarted by any of it.
 func TestNetworkPolicyAdmitsOnlyNamedClients(t *testing.T) {
@@ -173,8 +173,8 @@ func TestNetworkPolicyAdmitsOnlyNamedClients(t *testing.T) {
 		{npOther, memcachedPort}: true, {npOther, sidecarMetricsPort}: true,
 	})
 
-	t.Log("turned on again: np-other is out again")
-	mustRun(ctx, t, admin, "patch", "memcached", name, "--type=merge", `-p={"spec":{"networkPolicy":{"enabled":true}}}`)
+	t.Log("turned on again, from emptied: np-other is out again, the own namespace in")
+	mustRun(ctx, t, admin, "patch", "memcached", name, "--type=merge", `-p={"spec":{"networkPolicy":{"enabled":true,"from":null}}}`)
 	e.expect(t, "with spec.networkPolicy on again", map[npProbe]bool{
 		{namespace, memcachedPort}: true, {npOther, memcachedPort}: false, {npOther, sidecarMetricsPort}: false,
 	})

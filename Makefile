@@ -233,7 +233,7 @@ no-demo:
 	@test/scripts/demo.sh require-down
 
 .PHONY: bench
-bench: build tools ## Measure N Memcached resources (N=1000 SIZE=2 NAMESPACES=1) against N plain Deployments and against their children without the operator, and the memory against the shipped limit; writes tmp/_output/bench/result.json.
+bench: build tools ## Measure N Memcached resources (N=1000 SIZE=2 NAMESPACES=1) against N plain Deployments and against their children without the operator, the memory against the shipped limit, and the opening of a maintenance window shared by all (BENCH_WINDOW=0 leaves it out); writes tmp/_output/bench/result.json.
 	cd test && BENCH_N=$(N) BENCH_SIZE=$(SIZE) BENCH_NAMESPACES=$(NAMESPACES) $(SHARED_ENV) go test $(SHARED_FLAGS) -run '^$$' -bench BenchmarkOperatorAgainstFloor -benchtime 1x -count 1 -timeout $(BENCH_TIMEOUT) ./e2e/
 
 .PHONY: clean

@@ -417,7 +417,11 @@ func spreadOver(b *testing.B, own *namespace, prefix string, spread int) homes {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() {
-		if _, err := cluster.Kubectl().Run(context.Background(), "delete", "namespace", "-l", h.label, "--wait=false", "--ignore-not-found"); err != nil {
+		// One delete per namespace: at N=10,000 the API server, busy with the
+		// window phase's rolls, takes more than kubectl's usual minute.
+		ctx, cancel := context.WithTimeout(context.Background(), benchTimeout)
+		defer cancel()
+		if _, err := cluster.Kubectl().Run(ctx, "delete", "namespace", "-l", h.label, "--wait=false", "--ignore-not-found"); err != nil {
 			b.Errorf("cleanup: %v", err)
 		}
 	})

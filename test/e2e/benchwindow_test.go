@@ -3,9 +3,11 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -61,6 +63,10 @@ type windowResult struct {
 	// CPUSeconds is the operator's CPU time from the opening to the
 	// Slots-th grant.
 	CPUSeconds float64 `json:"cpu_seconds"`
+	// Requests counts the operator's requests from the opening to the
+	// Slots-th grant, by verb and resource, watches and discovery aside:
+	// with the client's rate limit, what bounds the grants' pace.
+	Requests map[string]int `json:"requests"`
 	// LockWaits counts the operator's waits for the pacing's lock over
 	// the whole phase, LockWaitsOverOneSecond those longer than about a
 	// second (the bucket of 1.05 s), and LongestLockWaitSeconds bounds the
@@ -154,6 +160,12 @@ func measureWindowOpening(b *testing.B, ns *namespace, h homes, dyn dynamic.Inte
 		b.Fatal(err)
 	}
 	w.GrantSeconds, w.CPUSeconds = last.Sub(opening).Seconds(), (cpu1 - cpu0).Seconds()
+	w.Requests = map[string]int{}
+	for verb, count := range countRequests(ns.proxy.Requests(opening, last)) {
+		if verb != verbDiscovery && !strings.HasPrefix(verb, "WATCH ") {
+			w.Requests[verb] = count
+		}
+	}
 	w.LockWaits, w.LockWaitsOverOneSecond, w.LongestLockWaitSeconds = pacingWaits(b, addr)
 	stop()
 
@@ -323,6 +335,7 @@ func windowLines(w *windowResult, verdict func(bool) string) []string {
 	return []string{
 		fmt.Sprintf("window opening        %d slots granted in %.1f s from the opening, %.2f× the floor of %d template patches (%.1f s); target <= %.1f: %s",
 			w.Slots, w.GrantSeconds, w.Ratio, w.Slots, w.FloorSeconds, targetWindowRatio, verdict(w.Ratio <= targetWindowRatio)),
+		fmt.Sprintf("                      requests from the opening to the last of them: %s", requestsLine(w.Requests, w.Slots)),
 		fmt.Sprintf("                      pacing lock: %d waits, the longest <= %.3g s, %d over 1 s; target 0: %s; operator CPU %.2f s; every Memcached reconciled %.0f s after the start, %.0f s before the opening",
 			w.LockWaits, w.LongestLockWaitSeconds, w.LockWaitsOverOneSecond, verdict(w.LockWaitsOverOneSecond == 0), w.CPUSeconds, w.ReconciledSeconds, w.LeadSeconds-w.ReconciledSeconds),
 	}
@@ -356,4 +369,16 @@ func TestWaitsOfAHistogram(t *testing.T) {
 			}
 		})
 	}
+}
+
+// requestsLine prints requests by verb, and their sum, per slot granted.
+func requestsLine(requests map[string]int, slots int) string {
+	verbs := slices.Sorted(maps.Keys(requests))
+	total := 0
+	parts := make([]string, 0, len(verbs))
+	for _, v := range verbs {
+		total += requests[v]
+		parts = append(parts, fmt.Sprintf("%s %d", v, requests[v]))
+	}
+	return fmt.Sprintf("%d (%s), %.2f a grant", total, strings.Join(parts, ", "), float64(total)/float64(max(slots, 1)))
 }

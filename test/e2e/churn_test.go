@@ -302,6 +302,20 @@ func TestMassDelete(t *testing.T) {
 			}
 			return nil
 		})
+		// Back means reconciling: a new Memcached gets its Deployment. That
+		// also keeps the test's end, which stops the operator, from coming
+		// before its caches have synced, when v0.0.7's Run panics instead
+		// of returning ("Timed out waiting for caches to sync").
+		if _, err := memcacheds.Create(ctx, newMemcachedObject("after-restart", 1), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		ns.eventually("the restarted operator to give a new Memcached its Deployment", func(ctx context.Context) error {
+			if !op.Running() {
+				return framework.Permanent(fmt.Errorf("the restarted operator exited: %v", op.Stop(0)))
+			}
+			_, err := deployments.Get(ctx, "after-restart", metav1.GetOptions{})
+			return err
+		})
 		// The known crash aside, the log must hold no other.
 		log = strings.Replace(op.Log(), crash, "", 1)
 	}

@@ -152,11 +152,12 @@ type rollPacer struct {
 	// waiting holds, sorted, the Memcacheds that were refused a slot
 	// since they last needed none.
 	waiting []string
-	// pending is the RollPending message for the holders and slots of
-	// pendingOf, computed once for every refusal until they change.
-	pending   string
-	pendingOf string
-	// version counts the changes of holders, for pendingOf.
+	// pending is the RollPending message for holders at pendingVersion
+	// and pendingSlots slots, computed once for every refusal until
+	// either changes.
+	pending                      string
+	pendingVersion, pendingSlots int
+	// version counts the changes of holders.
 	version int
 }
 
@@ -365,9 +366,8 @@ func (h *Handler) acquireRoll(key, hash string) (ok bool, pending string) {
 // pendingMessage returns rollPendingMessage for the holders and slots,
 // computing it only when they changed. The caller holds p.mu.
 func (p *rollPacer) pendingMessage(slots int) string {
-	of := fmt.Sprintf("%d/%d", p.version, slots)
-	if p.pendingOf != of {
-		p.pending, p.pendingOf = rollPendingMessage(p.holders, slots), of
+	if p.pending == "" || p.pendingVersion != p.version || p.pendingSlots != slots {
+		p.pending, p.pendingVersion, p.pendingSlots = rollPendingMessage(p.holders, slots), p.version, slots
 	}
 	return p.pending
 }

@@ -686,32 +686,8 @@ func restartLikeANewLeader(b *testing.B, ns *namespace, want int, r *benchResult
 			b.Errorf("the restarted operator did not stop cleanly: %v\n%s", err, op.Log())
 		}
 	}()
-	var addr string
-	ns.eventually("the restarted operator to serve its metrics", func(context.Context) error {
-		_, rest, ok := strings.Cut(op.Log(), "serving /metrics, /healthz and /readyz on ")
-		if !ok {
-			return fmt.Errorf("no metrics address in its log yet")
-		}
-		addr, _, _ = strings.Cut(rest, "\n")
-		addr = strings.TrimSpace(strings.Trim(strings.TrimSpace(addr), `"`))
-		return nil
-	})
-	err = framework.Eventually(context.Background(), benchTimeout, fmt.Sprintf("the restarted operator to reconcile all %d memcacheds", want), func(ctx context.Context) error {
-		if !op.Running() {
-			return framework.Permanent(fmt.Errorf("the restarted operator exited:\n%s", op.Log()))
-		}
-		reconciles, depth, err := reconcileProgress(ctx, addr)
-		if err != nil {
-			return err
-		}
-		if reconciles < float64(want) || depth > 0 {
-			return fmt.Errorf("%.0f reconciles, %.0f queued", reconciles, depth)
-		}
-		return nil
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
+	addr := metricsAddr(b, ns, op)
+	awaitReconciled(b, op, addr, want, benchTimeout, "the restarted operator")
 	r.RestartSeconds = time.Since(start).Seconds()
 	mem, err := framework.ProcessMemoryOf(op.Pid())
 	if err != nil {

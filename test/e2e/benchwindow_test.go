@@ -124,22 +124,7 @@ func measureWindowOpening(b *testing.B, ns *namespace, h homes, dyn dynamic.Inte
 	}
 	defer stop()
 	addr := metricsAddr(b, ns, op)
-	err = framework.Eventually(context.Background(), time.Until(opening)-5*time.Second, fmt.Sprintf("the operator to reconcile all %d memcacheds before the window opens at %s", want, opening.Format(time.TimeOnly)), func(ctx context.Context) error {
-		if !op.Running() {
-			return framework.Permanent(fmt.Errorf("the operator exited:\n%s", op.Log()))
-		}
-		reconciles, depth, err := reconcileProgress(ctx, addr)
-		if err != nil {
-			return err
-		}
-		if reconciles < float64(want) || depth > 0 {
-			return fmt.Errorf("%.0f reconciles, %.0f queued", reconciles, depth)
-		}
-		return nil
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
+	awaitReconciled(b, op, addr, want, time.Until(opening)-5*time.Second, "before the window opens at "+opening.Format(time.TimeOnly)+", the operator")
 	w.ReconciledSeconds = time.Since(started).Seconds()
 	if n := countImage(b, dyn, h.watch(), windowImage); n != 0 {
 		b.Fatalf("%d Deployments have the new image before the window opened", n)
@@ -190,6 +175,29 @@ func metricsAddr(b *testing.B, ns *namespace, op *framework.Operator) string {
 		return nil
 	})
 	return addr
+}
+
+// awaitReconciled waits up to timeout until op, serving its metrics at
+// addr, has reconciled want Memcacheds and has none queued; who names op
+// in the failure.
+func awaitReconciled(b *testing.B, op *framework.Operator, addr string, want int, timeout time.Duration, who string) {
+	b.Helper()
+	err := framework.Eventually(context.Background(), timeout, fmt.Sprintf("%s to reconcile all %d memcacheds", who, want), func(ctx context.Context) error {
+		if !op.Running() {
+			return framework.Permanent(fmt.Errorf("%s exited:\n%s", who, op.Log()))
+		}
+		reconciles, depth, err := reconcileProgress(ctx, addr)
+		if err != nil {
+			return err
+		}
+		if reconciles < float64(want) || depth > 0 {
+			return fmt.Errorf("%.0f reconciles, %.0f queued", reconciles, depth)
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
 }
 
 // templateImage is ready for a Deployment whose pod template runs image.

@@ -201,10 +201,11 @@ func TestObservedListPagesAndTrims(t *testing.T) {
 		}
 		return page([]string{"a", "b"}, "10", "next")
 	})
-	list, _, err := observedListWatch(cfg, DeploymentKind, "default")
+	client, codec, err := kindREST(cfg, DeploymentKind, jsonScheme([]*Kind{DeploymentKind}))
 	if err != nil {
 		t.Fatal(err)
 	}
+	list, _ := jsonListWatch(client, codec, DeploymentKind, "default", nil)
 
 	got, err := list(metav1.ListOptions{})
 	if err != nil {

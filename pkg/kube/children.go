@@ -66,9 +66,9 @@ type (
 
 // newChildren returns the children of kind, written through client, and,
 // unless kind is Optional, cached, trimmed, by an informer per namespace of
-// scope on what listWatch returns for the namespace (see newTrimmedInformer
-// and scoped).
-func newChildren(kind *Kind, client rest.Interface, scope Scope, listWatch func(namespace string) (listFunc, watchFunc, error)) (*children, error) {
+// scope on what listWatch returns for the namespace, given the cache's
+// copies (see newTrimmedInformer and scoped).
+func newChildren(kind *Kind, client rest.Interface, scope Scope, listWatch func(namespace string, cached cachedFunc) (listFunc, watchFunc)) (*children, error) {
 	c := &children{
 		kind:     kind,
 		client:   client,
@@ -79,18 +79,10 @@ func newChildren(kind *Kind, client rest.Interface, scope Scope, listWatch func(
 	if kind.Optional {
 		return c, nil
 	}
-	var err error
 	c.informer = newScoped(scope, func(namespace string) cache.SharedIndexInformer {
-		list, watchFn, lerr := listWatch(namespace)
-		if lerr != nil {
-			err = lerr
-			return nil
-		}
+		list, watchFn := listWatch(namespace, c.cachedCopy)
 		return newTrimmedInformer(kind.New(), list, watchFn, kind.Trim)
 	})
-	if err != nil {
-		return nil, err
-	}
 	// Once the cache shows an object, in any version, it is the truth.
 	seen := func(obj interface{}) {
 		if k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
@@ -138,13 +130,32 @@ func (c *children) get(namespace, name string) (Object, error) {
 	return nil, apierrors.NewNotFound(c.kind.Resource.GroupResource(), name)
 }
 
+// cachedCopy returns the cache's copy of the object or, until the cache
+// shows it, the one this client created (see get), trimmed; nil for an
+// Optional kind, and for an object neither holds.
+func (c *children) cachedCopy(namespace, name string) Object {
+	if c.informer == nil {
+		return nil
+	}
+	key := namespace + "/" + name
+	if obj, ok, err := c.informer.getByKey(key); err == nil && ok {
+		return obj.(Object)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if o, ok := c.created[key]; ok {
+		return o.obj
+	}
+	return nil
+}
+
 // read reads the object from the API server.
 func (c *children) read(namespace, name string) (Object, error) {
 	return c.decode(c.client.Get().Namespace(namespace).Resource(c.kind.Resource.Resource).Name(name).Do())
 }
 
 // decode returns the object of r: decoded in the client's encoding or, for
-// a kind with Observe, from its JSON content (see Kind.fromLive).
+// a kind with Observe, from its JSON (see Kind.decodeJSON).
 func (c *children) decode(r rest.Result) (Object, error) {
 	if c.kind.Observe == nil {
 		o := c.kind.New()
@@ -159,11 +170,7 @@ func (c *children) decode(r rest.Result) (Object, error) {
 	if err != nil {
 		return c.kind.New(), err
 	}
-	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(body); err != nil {
-		return c.kind.New(), fmt.Errorf("failed to decode %s: %v", c.kind, err)
-	}
-	o, err := c.kind.fromLive(u.Object)
+	o, err := c.kind.decodeJSON(body, c.cachedCopy)
 	if err != nil {
 		return c.kind.New(), err
 	}

@@ -98,19 +98,16 @@ func NewCachedClient(clients Clients, scope Scope, kinds ...*Kind) (*CachedClien
 		if err != nil {
 			return nil, err
 		}
-		var listWatch func(namespace string) (listFunc, watchFunc, error)
-		switch {
-		case k.Optional:
-		case k.Observe != nil:
-			listWatch = func(namespace string) (listFunc, watchFunc, error) {
-				return observedListWatch(clients.cacheConfig, k, namespace)
-			}
-		default:
+		var listWatch func(namespace string, cached cachedFunc) (listFunc, watchFunc)
+		if !k.Optional {
 			lister, codec, err := kindREST(clients.cacheConfig, k, s)
 			if err != nil {
 				return nil, err
 			}
-			listWatch = func(namespace string) (listFunc, watchFunc, error) {
+			listWatch = func(namespace string, cached cachedFunc) (listFunc, watchFunc) {
+				if k.speaksJSON() {
+					return jsonListWatch(lister, codec, k, namespace, cached)
+				}
 				list := func(o metav1.ListOptions) (runtime.Object, error) {
 					l := k.NewList()
 					err := lister.Get().NamespaceIfScoped(namespace, namespace != "").Resource(k.Resource.Resource).VersionedParams(&o, codec).Do().Into(l)
@@ -120,7 +117,7 @@ func NewCachedClient(clients Clients, scope Scope, kinds ...*Kind) (*CachedClien
 					o.Watch = true
 					return lister.Get().NamespaceIfScoped(namespace, namespace != "").Resource(k.Resource.Resource).VersionedParams(&o, codec).Watch()
 				}
-				return list, watchFn, nil
+				return list, watchFn
 			}
 		}
 		ch, err := newChildren(k, client, scope, listWatch)

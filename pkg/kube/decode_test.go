@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -20,6 +21,13 @@ func memcachedWithin(depth int) []byte {
 	return []byte(`{"apiVersion":"` + v1alpha1.APIVersion() + `","kind":"` + v1alpha1.Kind +
 		`","metadata":{"name":"deep","namespace":"tenant"},"spec":{"size":1,"deep":` +
 		strings.Repeat("[", depth) + strings.Repeat("]", depth) + `}}`)
+}
+
+// deploymentWithin returns a Deployment whose pod template holds the spec
+// of memcached, a Memcached of memcachedWithin.
+func deploymentWithin(memcached []byte) []byte {
+	spec := memcached[bytes.Index(memcached, []byte(`"spec":`))+len(`"spec":`) : len(memcached)-1]
+	return append(append([]byte(`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"deep","namespace":"tenant"},"spec":{"template":{"spec":`), spec...), "}}}"...)
 }
 
 // TestDeepJSONIsRefusedBeforeTheRecursion backs test/vuln/reviewed.yaml's entry
@@ -46,6 +54,10 @@ func TestDeepJSONIsRefusedBeforeTheRecursion(t *testing.T) {
 		}},
 		{"unstructured.UnstructuredJSONScheme (the SDK's dynamic client)", func(data []byte) error {
 			_, _, err := unstructured.UnstructuredJSONScheme.Decode(data, nil, nil)
+			return err
+		}},
+		{"Kind.decodeJSON (the Deployments' cache: json-iterator, then the parts observeDeployment reads)", func(data []byte) error {
+			_, err := DeploymentKind.decodeJSON(deploymentWithin(data), nil)
 			return err
 		}},
 		{"util/json.Unmarshal into a map (its recursive number conversion)", func(data []byte) error {

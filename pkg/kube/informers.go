@@ -186,14 +186,15 @@ func trimTerminated(t *corev1.ContainerStateTerminated) *corev1.ContainerStateTe
 // applied and the findings of a loosened pod template that
 // observeDeployment records (memcached.ObservedDigestAnnotation, which
 // stands for the fields the operator set, and memcached.LoosenedAnnotation,
-// for what others added to the template), spec.replicas,
+// for what others added to the template) with the fingerprint of what they
+// were computed from (observedInputsAnnotation), spec.replicas,
 // spec.progressDeadlineSeconds, the hash of its pod template, which stands
 // for the template (see memcached.TemplateHashAnnotation), the template's
 // record of the roll that set it (see memcached.RollAnnotations), how far
 // its controller has rolled it (see memcached.RolloutComplete), and the
 // conditions that say its rollout is stuck (see deploymentStuckConditions).
 func trimDeployment(d *appsv1.Deployment) {
-	d.Annotations = onlyAnnotations(d.Annotations, memcached.ObservedDigestAnnotation, memcached.LoosenedAnnotation)
+	d.Annotations = onlyAnnotations(d.Annotations, memcached.ObservedDigestAnnotation, memcached.LoosenedAnnotation, observedInputsAnnotation)
 	d.Spec.Template = corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Annotations: memcached.RollAnnotations(d.Spec.Template.Annotations)},
 	}

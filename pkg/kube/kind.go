@@ -1,18 +1,20 @@
 package kube
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 
 	"github.com/example-inc/memcached-operator/pkg/memcached"
+	jsoniter "github.com/json-iterator/go"
 	appsv1 "k8s.io/api/apps/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/dynamic"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 )
@@ -51,12 +53,13 @@ type Kind struct {
 	// does.
 	Changed func(old, obj interface{}) bool
 	// Observe, if set, receives each object of the kind as the API server
-	// sends it, as JSON content, with the typed object decoded from it,
-	// before Trim: it keeps in the typed object what its Go type cannot
-	// hold, such as the Deployment's managed fields (see
-	// memcached.OwnedDigest). The kind's objects then travel as JSON, and
-	// its cache lists and watches them through client-go's dynamic client.
-	Observe func(live map[string]interface{}, obj Object) error
+	// sends it, as JSON, with the typed object decoded from it and the
+	// cache's copy of the object, if the cache holds one, before Trim: it
+	// keeps in the typed object what its Go type cannot hold, such as what
+	// the Deployment's managed fields say (see memcached.OwnedDigest), and it
+	// may carry over what it derived for the cached copy while the parts it
+	// reads are unchanged. The kind's objects then travel as JSON.
+	Observe func(raw []byte, cached, obj Object) error
 	// Optional marks an API that may come and go, such as a
 	// CustomResourceDefinition's: no cache watches it, Get reads the API
 	// server, and Served says, as discovery saw it at most an interval ago
@@ -93,23 +96,49 @@ var DeploymentKind = &Kind{
 	Observe:  observeDeployment,
 }
 
-// observeDeployment keeps memcached.OwnedDigest of live in obj's
-// memcached.ObservedDigestAnnotation, and memcached.LooserSecurity of its pod
-// template, if any, in memcached.LoosenedAnnotation, both of which
+// observeDeployment keeps memcached.OwnedDigest of the live Deployment raw
+// in obj's memcached.ObservedDigestAnnotation, and memcached.LooserSecurity
+// of its pod template, if any, in memcached.LoosenedAnnotation, both of which
 // trimDeployment keeps, so that the reconcile can tell whether someone
 // changed what the operator applied, or added what loosens the pods'
 // security, without the cache holding pod templates.
-func observeDeployment(live map[string]interface{}, obj Object) error {
-	digest, err := memcached.OwnedDigest(live)
-	if err != nil {
-		return fmt.Errorf("failed to digest deployment %s/%s: %v", obj.GetNamespace(), obj.GetName(), err)
+//
+// Both are functions of a few parts of raw (see deploymentInputs), whose
+// fingerprint obj keeps in observedInputsAnnotation: when cached, the
+// cache's copy, has the same fingerprint, both are carried over from it.
+// Most of a Deployment's updates are its controller's writes of its status,
+// which change none of the parts, and decoding and digesting the pod
+// template was most of the cost of each.
+func observeDeployment(raw []byte, cached, obj Object) error {
+	var in deploymentInputs
+	if err := jsonAPI.Unmarshal(raw, &in); err != nil {
+		return fmt.Errorf("failed to decode deployment %s/%s: %v", obj.GetNamespace(), obj.GetName(), err)
 	}
+	fingerprint := in.fingerprint()
 	annotations := obj.GetAnnotations()
 	if annotations == nil {
 		annotations = map[string]string{}
 	}
-	annotations[memcached.ObservedDigestAnnotation] = digest
+	annotations[observedInputsAnnotation] = fingerprint
 	delete(annotations, memcached.LoosenedAnnotation)
+	if cached != nil && cached.GetAnnotations()[observedInputsAnnotation] == fingerprint {
+		was := cached.GetAnnotations()
+		annotations[memcached.ObservedDigestAnnotation] = was[memcached.ObservedDigestAnnotation]
+		if loosened, ok := was[memcached.LoosenedAnnotation]; ok {
+			annotations[memcached.LoosenedAnnotation] = loosened
+		}
+		obj.SetAnnotations(annotations)
+		return nil
+	}
+	live, err := in.live()
+	if err != nil {
+		return fmt.Errorf("failed to decode deployment %s/%s: %v", obj.GetNamespace(), obj.GetName(), err)
+	}
+	digest, err := memcached.OwnedDigest(live)
+	if err != nil {
+		return fmt.Errorf("failed to digest deployment %s/%s: %v", obj.GetNamespace(), obj.GetName(), err)
+	}
+	annotations[memcached.ObservedDigestAnnotation] = digest
 	template, _, _ := unstructured.NestedFieldNoCopy(live, "spec", "template")
 	if t, ok := template.(map[string]interface{}); ok {
 		if findings := memcached.LooserSecurity(t); findings != nil {
@@ -120,21 +149,106 @@ func observeDeployment(live map[string]interface{}, obj Object) error {
 	return nil
 }
 
-// fromLive returns content, an object of k as the API server sent it, as
-// k's typed object, with what k.Observe keeps of content.
-func (k *Kind) fromLive(content map[string]interface{}) (Object, error) {
-	o := k.New()
-	if u, ok := o.(*unstructured.Unstructured); ok {
-		u.Object = content
-	} else if err := runtime.DefaultUnstructuredConverter.FromUnstructured(content, o); err != nil {
-		return nil, fmt.Errorf("failed to decode %s: %v", k, err)
+// observedInputsAnnotation holds, on the cache's copy of a Deployment only,
+// the fingerprint of the parts of the live Deployment that observeDeployment
+// derived its annotations from.
+const observedInputsAnnotation = "cache.example.com/observed-inputs"
+
+// deploymentInputs are the parts of a live Deployment, as JSON, that
+// memcached.OwnedDigest and memcached.LooserSecurity read: the labels, the
+// strategy and the pod template (memcached's digest scope), and the field
+// sets of the managed fields, without their times, which move on every
+// write of their manager.
+type deploymentInputs struct {
+	Metadata struct {
+		Labels        jsoniter.RawMessage `json:"labels"`
+		ManagedFields []struct {
+			Manager     string              `json:"manager"`
+			Operation   string              `json:"operation"`
+			Subresource string              `json:"subresource"`
+			FieldsV1    jsoniter.RawMessage `json:"fieldsV1"`
+		} `json:"managedFields"`
+	} `json:"metadata"`
+	Spec struct {
+		Strategy jsoniter.RawMessage `json:"strategy"`
+		Template jsoniter.RawMessage `json:"template"`
+	} `json:"spec"`
+}
+
+// fingerprint returns a hash of every part of in, each part length-prefixed
+// so that no two different sets of parts run together the same.
+func (in *deploymentInputs) fingerprint() string {
+	h := sha256.New()
+	part := func(b []byte) {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
 	}
-	if k.Observe != nil {
-		if err := k.Observe(content, o); err != nil {
+	part(in.Metadata.Labels)
+	part(in.Spec.Strategy)
+	part(in.Spec.Template)
+	for _, e := range in.Metadata.ManagedFields {
+		part([]byte(e.Manager))
+		part([]byte(e.Operation))
+		part([]byte(e.Subresource))
+		part(e.FieldsV1)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// live returns the parts of in as the content of a Deployment, decoded as
+// client-go decodes unstructured objects (integers as int64).
+func (in *deploymentInputs) live() (map[string]interface{}, error) {
+	metadata, spec := map[string]interface{}{}, map[string]interface{}{}
+	parts := []struct {
+		raw  jsoniter.RawMessage
+		in   map[string]interface{}
+		name string
+	}{
+		{in.Metadata.Labels, metadata, "labels"},
+		{in.Spec.Strategy, spec, "strategy"},
+		{in.Spec.Template, spec, "template"},
+	}
+	for _, p := range parts {
+		if m, err := jsonObject(p.raw); err != nil {
 			return nil, err
+		} else if m != nil {
+			p.in[p.name] = m
 		}
 	}
-	return o, nil
+	var entries []interface{}
+	for _, e := range in.Metadata.ManagedFields {
+		entry := map[string]interface{}{"manager": e.Manager, "operation": e.Operation}
+		if e.Subresource != "" {
+			entry["subresource"] = e.Subresource
+		}
+		fields, err := jsonObject(e.FieldsV1)
+		if err != nil {
+			return nil, err
+		}
+		if fields != nil {
+			entry["fieldsV1"] = fields
+		}
+		entries = append(entries, entry)
+	}
+	if entries != nil {
+		metadata["managedFields"] = entries
+	}
+	return map[string]interface{}{"metadata": metadata, "spec": spec}, nil
+}
+
+// jsonObject decodes raw, a JSON object or null, as client-go decodes
+// unstructured objects (integers as int64); nil for null or nothing.
+func jsonObject(raw jsoniter.RawMessage) (map[string]interface{}, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	var m map[string]interface{}
+	if err := utiljson.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // speaksJSON reports whether k's objects travel as JSON: those of a group
@@ -208,81 +322,4 @@ func kindREST(cfg *rest.Config, k *Kind, s *runtime.Scheme) (rest.Interface, run
 		return nil, nil, fmt.Errorf("failed to create the %s client: %v", k, err)
 	}
 	return client, codec, nil
-}
-
-// observedListPage is how many objects one page of an observed kind's list
-// holds, as client-go's pager pages by default.
-const observedListPage = 500
-
-// observedListWatch returns the list and watch functions of the cache of
-// k, a kind with Observe, in namespace: through client-go's dynamic client,
-// which decodes the objects as the API server sent them, each then passed
-// through Kind.fromLive.
-func observedListWatch(cfg *rest.Config, k *Kind, namespace string) (func(metav1.ListOptions) (runtime.Object, error), func(metav1.ListOptions) (watch.Interface, error), error) {
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return nil, nil, fmt.Errorf("failed to create the %s client: %v", k, err)
-	}
-	objects := dyn.Resource(k.Resource).Namespace(namespace)
-	list := func(o metav1.ListOptions) (runtime.Object, error) {
-		// Page by page, each object trimmed before the next page comes,
-		// so that a starting replica's list holds one page of decoded JSON at a
-		// time, not every object's: the pages of one list are one snapshot,
-		// that of the first page's resourceVersion.
-		o.Limit = observedListPage
-		var items []runtime.Object
-		var version string
-		for {
-			ul, err := objects.List(o)
-			if err != nil {
-				return nil, err
-			}
-			if version == "" {
-				version = ul.GetResourceVersion()
-			}
-			for i := range ul.Items {
-				obj, err := k.fromLive(ul.Items[i].Object)
-				if err != nil {
-					return nil, err
-				}
-				if k.Trim != nil {
-					k.Trim(obj)
-				}
-				items = append(items, obj)
-			}
-			if o.Continue = ul.GetContinue(); o.Continue == "" {
-				break
-			}
-		}
-		l := k.NewList()
-		if err := meta.SetList(l, items); err != nil {
-			return nil, err
-		}
-		accessor, err := meta.ListAccessor(l)
-		if err != nil {
-			return nil, err
-		}
-		accessor.SetResourceVersion(version)
-		return l, nil
-	}
-	watchFn := func(o metav1.ListOptions) (watch.Interface, error) {
-		w, err := objects.Watch(o)
-		if err != nil {
-			return nil, err
-		}
-		return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
-			u, ok := e.Object.(*unstructured.Unstructured)
-			if !ok || e.Type == watch.Error {
-				return e, true
-			}
-			obj, err := k.fromLive(u.Object)
-			if err != nil {
-				// The reflector relists on an error event.
-				return watch.Event{Type: watch.Error, Object: &metav1.Status{Status: metav1.StatusFailure, Message: err.Error()}}, true
-			}
-			e.Object = obj
-			return e, true
-		}), nil
-	}
-	return list, watchFn, nil
 }

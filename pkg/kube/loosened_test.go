@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/example-inc/memcached-operator/pkg/memcached"
@@ -59,7 +60,11 @@ func TestObserveRecordsALoosenedTemplate(t *testing.T) {
 			live := readTestdata(t, "live-applied.json").Object
 			tt.edit(live)
 
-			obj, err := DeploymentKind.fromLive(live)
+			raw, err := json.Marshal(live)
+			if err != nil {
+				t.Fatal(err)
+			}
+			obj, err := DeploymentKind.decodeJSON(raw, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -83,10 +88,13 @@ func TestObserveRecordsALoosenedTemplate(t *testing.T) {
 // TestObserveForgetsFindingsThatAreGone: an object that carried findings
 // before is observed afresh, so that a template put back has none.
 func TestObserveForgetsFindingsThatAreGone(t *testing.T) {
-	live := readTestdata(t, "live-applied.json").Object
+	raw, err := readTestdata(t, "live-applied.json").MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
 	d := &appsv1.Deployment{}
 	d.Annotations = map[string]string{memcached.LoosenedAnnotation: "hostPID"}
-	if err := observeDeployment(live, d); err != nil {
+	if err := observeDeployment(raw, nil, d); err != nil {
 		t.Fatal(err)
 	}
 	if v, ok := d.Annotations[memcached.LoosenedAnnotation]; ok {

@@ -68,11 +68,24 @@ func OwnedDigest(live map[string]interface{}) (string, error) {
 		if !ok {
 			continue
 		}
-		if err := unstructured.SetNestedField(owned, project(value, set), path...); err != nil {
-			return "", err
-		}
+		setAt(owned, project(value, set), path)
 	}
 	return digestOf(owned)
+}
+
+// setAt sets value at path in m, a path of maps that it creates as needed;
+// unlike unstructured.SetNestedField, it does not copy value, which
+// digestOf copies before it changes anything.
+func setAt(m map[string]interface{}, value interface{}, path []string) {
+	for _, name := range path[:len(path)-1] {
+		next, ok := m[name].(map[string]interface{})
+		if !ok {
+			next = map[string]interface{}{}
+			m[name] = next
+		}
+		m = next
+	}
+	m[path[len(path)-1]] = value
 }
 
 // DesiredDigest returns the digest of what manifest, a Deployment the
@@ -85,9 +98,7 @@ func DesiredDigest(manifest map[string]interface{}) (string, error) {
 		if !ok {
 			continue
 		}
-		if err := unstructured.SetNestedField(desired, value, path...); err != nil {
-			return "", err
-		}
+		setAt(desired, value, path)
 	}
 	return digestOf(desired)
 }
@@ -95,7 +106,8 @@ func DesiredDigest(manifest map[string]interface{}) (string, error) {
 // appliedFields returns the fieldsV1 of live's managedFields entry for
 // FieldManager's apply of the main resource, or nil without one.
 func appliedFields(live map[string]interface{}) map[string]interface{} {
-	entries, _, _ := unstructured.NestedSlice(live, "metadata", "managedFields")
+	field, _, _ := unstructured.NestedFieldNoCopy(live, "metadata", "managedFields")
+	entries, _ := field.([]interface{})
 	for _, e := range entries {
 		entry, ok := e.(map[string]interface{})
 		if !ok || entry["manager"] != FieldManager || entry["operation"] != "Apply" {

@@ -236,11 +236,11 @@ func (s observedStore[T]) observe(o kube.Object, err error) (kube.Object, error)
 	if err != nil {
 		return o, err
 	}
-	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+	raw, err := json.Marshal(o)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.kind.Observe(content, o); err != nil {
+	if err := s.kind.Observe(raw, nil, o); err != nil {
 		return nil, err
 	}
 	s.kind.Trim(o)

@@ -1,6 +1,7 @@
 package stub
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/example-inc/memcached-operator/pkg/apis/cache/v1alpha1"
@@ -64,11 +65,22 @@ var networkPolicyChild = &ownedChild[*networkingv1.NetworkPolicy]{
 	deleted:       event{ReasonNetworkPolicyDeleted, "Deleted networkpolicy %s: spec.networkPolicy is off"},
 }
 
-// observeNetworkPolicy keeps memcached.NetworkPolicyDigest of live's spec
-// in obj's memcached.ObservedDigestAnnotation, which trimNetworkPolicy
-// keeps in place of the spec.
-func observeNetworkPolicy(live map[string]interface{}, obj kube.Object) error {
-	digest, err := memcached.NetworkPolicyDigest(live["spec"])
+// observeNetworkPolicy keeps memcached.NetworkPolicyDigest of the spec of
+// raw, the live policy, in obj's memcached.ObservedDigestAnnotation, which
+// trimNetworkPolicy keeps in place of the spec.
+func observeNetworkPolicy(raw []byte, _, obj kube.Object) error {
+	var live struct {
+		Spec json.RawMessage `json:"spec"`
+	}
+	err := json.Unmarshal(raw, &live)
+	var spec interface{}
+	if err == nil && len(live.Spec) > 0 {
+		err = json.Unmarshal(live.Spec, &spec)
+	}
+	var digest string
+	if err == nil {
+		digest, err = memcached.NetworkPolicyDigest(spec)
+	}
 	if err != nil {
 		return fmt.Errorf("failed to digest networkpolicy %s/%s: %v", obj.GetNamespace(), obj.GetName(), err)
 	}

@@ -1,6 +1,7 @@
 package stub
 
 import (
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -169,7 +170,11 @@ func (s editedStore) get(f *fakeClient, namespace, name string) (kube.Object, er
 		return nil, err
 	}
 	s.content(content["spec"].(map[string]interface{}))
-	if err := s.kind.Observe(content, o); err != nil {
+	raw, err := json.Marshal(content)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.kind.Observe(raw, nil, o); err != nil {
 		return nil, err
 	}
 	s.kind.Trim(o)

@@ -144,6 +144,11 @@ type benchResult struct {
 	// Profiles are the operator's pprof profiles of the run.
 	CPUProfile  string `json:"cpu_profile"`
 	HeapProfile string `json:"heap_profile"`
+	// RestartCPUProfile and RestartHeapProfile are the new leader's: its
+	// CPU from its start until it stopped, and its heap as its last
+	// collection before it stopped found it, once it had reconciled all.
+	RestartCPUProfile  string `json:"restart_cpu_profile"`
+	RestartHeapProfile string `json:"restart_heap_profile"`
 	// MemoryLimitBytes is deploy/operator.yaml's memory limit, which the
 	// operator's MEMORY_LIMIT is, as the downward API sets it there; the
 	// operator sets the Go runtime's limit below it.
@@ -669,13 +674,16 @@ func shippedMemoryLimit(b *testing.B) int64 {
 // how long that took and the process's memory.
 func restartLikeANewLeader(b *testing.B, ns *namespace, want int, r *benchResult) {
 	b.Helper()
+	out := filepath.Dir(r.CPUProfile)
+	r.RestartCPUProfile, r.RestartHeapProfile = filepath.Join(out, "restart-cpu.pprof"), filepath.Join(out, "restart-heap.pprof")
 	op, err := framework.StartOperator(framework.OperatorConfig{
 		Binary:         ns.operatorBinary(),
 		Env:            ns.env,
 		Kubeconfig:     ns.operatorKubeconfig,
 		WatchNamespace: ns.watchNamespace(),
 		LogFile:        filepath.Join(ns.dir, "operator-restart.log"),
-		Args:           []string{"--log-level=info", "--metrics-addr=127.0.0.1:0"},
+		Args: []string{"--log-level=info", "--metrics-addr=127.0.0.1:0",
+			"--cpuprofile=" + r.RestartCPUProfile, "--memprofile=" + r.RestartHeapProfile},
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -784,6 +792,7 @@ func report(b *testing.B, r benchResult, file string) {
 		fmt.Sprintf("idle requests         %d in %.0f s, plus %d discovery requests; target %d: %s", r.IdleRequests, r.IdleSeconds, r.IdleDiscoveryRequests, targetIdleRequests, verdict(r.IdleRequests <= targetIdleRequests)),
 		fmt.Sprintf("status latency        %.2f s from pods Running to status.nodes; target <= %.0f s: %s", r.LatencySeconds, targetLatencySeconds, verdict(r.LatencySeconds <= targetLatencySeconds)),
 		fmt.Sprintf("profiles              go tool pprof %s; go tool pprof %s", r.CPUProfile, r.HeapProfile),
+		fmt.Sprintf("  of the new leader   go tool pprof %s; go tool pprof %s", r.RestartCPUProfile, r.RestartHeapProfile),
 	)
 	lines = append(lines, windowLines(r.Window, verdict)...)
 	for _, l := range lines {

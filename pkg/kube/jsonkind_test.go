@@ -1,0 +1,315 @@
+package kube
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"testing"
+	"testing/iotest"
+
+	"github.com/example-inc/memcached-operator/pkg/memcached"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// liveFixtures are Deployments as the API server sent them: applied by the
+// operator, then changed by others in the ways that its digest must see.
+var liveFixtures = []string{"live-applied.json", "live-image-changed.json", "live-label-removed.json", "live-others-added.json", "live-sidecar-removed.json"}
+
+// wholeObject returns what the Deployments' cache derived from live before
+// it decoded the parts that observeDeployment reads alone: live converted
+// to the typed object, and the digest and findings of the whole object.
+func wholeObject(t *testing.T, live map[string]interface{}) (*appsv1.Deployment, string, string) {
+	t.Helper()
+	want := &appsv1.Deployment{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(live, want); err != nil {
+		t.Fatal(err)
+	}
+	digest, err := memcached.OwnedDigest(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	template, _, _ := unstructured.NestedMap(live, "spec", "template")
+	var loosened string
+	if findings := memcached.LooserSecurity(template); findings != nil {
+		loosened = memcached.LoosenedValue(findings)
+	}
+	return want, digest, loosened
+}
+
+// loosen adds a privileged container and the host's network to live's pod
+// template.
+func loosen(t *testing.T, live map[string]interface{}) {
+	t.Helper()
+	spec, _, _ := unstructured.NestedMap(live, "spec", "template", "spec")
+	spec["containers"] = append(spec["containers"].([]interface{}), map[string]interface{}{
+		"name": "debug", "image": "busybox", "securityContext": map[string]interface{}{"privileged": true},
+	})
+	spec["hostNetwork"] = true
+	if err := unstructured.SetNestedMap(live, spec, "spec", "template", "spec"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func marshal(t *testing.T, v interface{}) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestDecodeJSONAgreesWithTheWholeObject: one pass of json-iterator into
+// the typed Deployment, and the digest and findings of the parts alone,
+// give what decoding the whole object into maps gave, for every fixture,
+// and for a template loosened by hand.
+func TestDecodeJSONAgreesWithTheWholeObject(t *testing.T) {
+	for _, name := range append(liveFixtures, "loosened") {
+		t.Run(name, func(t *testing.T) {
+			var live map[string]interface{}
+			if name == "loosened" {
+				live = readTestdata(t, "live-applied.json").Object
+				loosen(t, live)
+			} else {
+				live = readTestdata(t, name).Object
+			}
+			want, digest, loosened := wholeObject(t, live)
+
+			obj, err := DeploymentKind.decodeJSON(marshal(t, live), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := obj.(*appsv1.Deployment)
+			if got.Annotations[memcached.ObservedDigestAnnotation] != digest || got.Annotations[memcached.LoosenedAnnotation] != loosened {
+				t.Errorf("digest %q, findings %q; want %q and %q", got.Annotations[memcached.ObservedDigestAnnotation], got.Annotations[memcached.LoosenedAnnotation], digest, loosened)
+			}
+			if name == "loosened" && loosened == "" {
+				t.Fatalf("the fixture loosened nothing")
+			}
+			got = got.DeepCopy()
+			for _, a := range []string{memcached.ObservedDigestAnnotation, memcached.LoosenedAnnotation, observedInputsAnnotation} {
+				delete(got.Annotations, a)
+			}
+			if len(got.Annotations) == 0 {
+				got.Annotations = want.Annotations
+			}
+			if !equality.Semantic.DeepEqual(got, want) {
+				t.Errorf("typed object differs from the whole object's conversion:\ngot  %+v\nwant %+v", got, want)
+			}
+		})
+	}
+}
+
+// TestObserveCarriesOverOnlyWhileItsInputsHold: a Deployment's next version
+// takes the digest and findings of the cache's copy when none of the parts
+// they are computed from changed (the controller's status writes), and
+// computes them afresh when any did.
+func TestObserveCarriesOverOnlyWhileItsInputsHold(t *testing.T) {
+	const carried = "carried-over"
+	withStatus := func(live map[string]interface{}, replicas int64, at string) {
+		live["status"] = map[string]interface{}{"observedGeneration": int64(1), "replicas": replicas, "updatedReplicas": replicas}
+		entries, _, _ := unstructured.NestedSlice(live, "metadata", "managedFields")
+		var kept []interface{}
+		for _, e := range entries {
+			if e.(map[string]interface{})["manager"] != "kube-controller-manager" {
+				kept = append(kept, e)
+			}
+		}
+		kept = append(kept, map[string]interface{}{
+			"manager": "kube-controller-manager", "operation": "Update", "subresource": "status", "apiVersion": "apps/v1", "time": at,
+			"fieldsType": "FieldsV1", "fieldsV1": map[string]interface{}{"f:status": map[string]interface{}{"f:replicas": map[string]interface{}{}}},
+		})
+		if err := unstructured.SetNestedSlice(live, kept, "metadata", "managedFields"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name      string
+		edit      func(live map[string]interface{})
+		carryOver bool
+	}{
+		{"the controller writes the status", func(live map[string]interface{}) {
+			withStatus(live, 2, "2026-12-01T20:00:00Z")
+			live["metadata"].(map[string]interface{})["resourceVersion"] = "999"
+		}, true},
+		{"the operator applies the same again", func(live map[string]interface{}) {
+			entries, _, _ := unstructured.NestedSlice(live, "metadata", "managedFields")
+			entries[0].(map[string]interface{})["time"] = "2026-12-01T21:00:00Z"
+			_ = unstructured.SetNestedSlice(live, entries, "metadata", "managedFields")
+		}, true},
+		{"someone changes the image", func(live map[string]interface{}) {
+			containers, _, _ := unstructured.NestedSlice(live, "spec", "template", "spec", "containers")
+			containers[0].(map[string]interface{})["image"] = "memcached:other"
+			_ = unstructured.SetNestedSlice(live, containers, "spec", "template", "spec", "containers")
+		}, false},
+		{"someone loosens the template", func(live map[string]interface{}) { loosen(t, live) }, false},
+		{"someone removes a label", func(live map[string]interface{}) {
+			unstructured.RemoveNestedField(live, "metadata", "labels", memcached.CRLabel)
+		}, false},
+		{"someone changes the strategy", func(live map[string]interface{}) {
+			_ = unstructured.SetNestedField(live, "Recreate", "spec", "strategy", "type")
+		}, false},
+		{"the operator's field set changes", func(live map[string]interface{}) {
+			entries, _, _ := unstructured.NestedSlice(live, "metadata", "managedFields")
+			entries[0].(map[string]interface{})["fieldsV1"] = map[string]interface{}{"f:metadata": map[string]interface{}{}}
+			_ = unstructured.SetNestedSlice(live, entries, "metadata", "managedFields")
+		}, false},
+		{"another manager takes a field", func(live map[string]interface{}) {
+			withStatus(live, 2, "2026-12-01T20:00:00Z")
+			entries, _, _ := unstructured.NestedSlice(live, "metadata", "managedFields")
+			entries[len(entries)-1].(map[string]interface{})["fieldsV1"] = map[string]interface{}{"f:spec": map[string]interface{}{"f:template": map[string]interface{}{}}}
+			_ = unstructured.SetNestedSlice(live, entries, "metadata", "managedFields")
+		}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base := readTestdata(t, "live-applied.json").Object
+			withStatus(base, 1, "2026-12-01T19:52:33Z")
+			first, err := DeploymentKind.decodeJSON(marshal(t, base), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			DeploymentKind.Trim(first)
+			// The cache's copy carries a digest that no computation gives,
+			// so that the test sees whether it was carried over.
+			first.GetAnnotations()[memcached.ObservedDigestAnnotation] = carried
+			cached := func(namespace, name string) Object {
+				if namespace != first.GetNamespace() || name != first.GetName() {
+					t.Errorf("cached(%s, %s), want %s/%s", namespace, name, first.GetNamespace(), first.GetName())
+				}
+				return first
+			}
+
+			next := readTestdata(t, "live-applied.json").Object
+			withStatus(next, 1, "2026-12-01T19:52:33Z")
+			tt.edit(next)
+			_, digest, loosened := wholeObject(t, next)
+			obj, err := DeploymentKind.decodeJSON(marshal(t, next), cached)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := obj.GetAnnotations()
+			want := digest
+			if tt.carryOver {
+				want = carried
+			}
+			if got[memcached.ObservedDigestAnnotation] != want || got[memcached.LoosenedAnnotation] != loosened {
+				t.Errorf("digest %q, findings %q; want %q and %q", got[memcached.ObservedDigestAnnotation], got[memcached.LoosenedAnnotation], want, loosened)
+			}
+		})
+	}
+}
+
+// TestJSONWatchDecodesEachEvent reads a watch stream one byte at a time,
+// as a slow connection delivers it: each event's object decoded and
+// observed, an error event's Status kept, an object that does not decode
+// turned into an error event, upon which the cache lists again, and the
+// end of the stream closing the watch.
+func TestJSONWatchDecodesEachEvent(t *testing.T) {
+	applied := readTestdata(t, "live-applied.json").Object
+	changed := readTestdata(t, "live-image-changed.json").Object
+	_, wantDigest, _ := wholeObject(t, changed)
+	expired := &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure, Code: 410, Reason: metav1.StatusReasonExpired, Message: "too old resource version"}
+	var stream bytes.Buffer
+	for _, e := range []struct {
+		Type   string      `json:"type"`
+		Object interface{} `json:"object"`
+	}{
+		{"ADDED", applied},
+		{"MODIFIED", changed},
+		{"DELETED", changed},
+		{"ERROR", expired},
+		{"ADDED", map[string]interface{}{"metadata": 5}},
+		{"BOOKMARK", map[string]interface{}{}},
+	} {
+		stream.Write(marshal(t, e))
+		stream.WriteByte('\n')
+	}
+	body := io.NopCloser(iotest.OneByteReader(&stream))
+	w := watch.NewStreamWatcher(&jsonEvents{kind: DeploymentKind, body: body, events: jsonAPI.NewDecoder(body)})
+	defer w.Stop()
+
+	var got []string
+	for e := range w.ResultChan() {
+		switch o := e.Object.(type) {
+		case *appsv1.Deployment:
+			got = append(got, fmt.Sprintf("%s %s digest=%v", e.Type, o.Name, o.Annotations[memcached.ObservedDigestAnnotation] == wantDigest))
+		case *metav1.Status:
+			got = append(got, fmt.Sprintf("%s %d %s", e.Type, o.Code, o.Reason))
+		default:
+			got = append(got, fmt.Sprintf("%s %T", e.Type, o))
+		}
+	}
+	want := []string{
+		"ADDED " + applied["metadata"].(map[string]interface{})["name"].(string) + " digest=false",
+		"MODIFIED " + changed["metadata"].(map[string]interface{})["name"].(string) + " digest=true",
+		"DELETED " + changed["metadata"].(map[string]interface{})["name"].(string) + " digest=true",
+		"ERROR 410 Expired",
+		"ERROR 0 ",
+		"ERROR 0 ",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("events:\ngot  %q\nwant %q", got, want)
+	}
+}
+
+// BenchmarkDeploymentEvent compares, side by side, the cost of one
+// Deployment of a watch event as the cache took it before (the dynamic
+// client's maps, converted to the type, the digest and findings of the
+// whole object) with decodeJSON's, for a new version of the template and
+// for a status write that carries the digest over. Run it with
+// go test -run '^$' -bench DeploymentEvent -benchmem ./pkg/kube/.
+func BenchmarkDeploymentEvent(b *testing.B) {
+	t := &testing.T{}
+	live := readTestdata(t, "live-applied.json").Object
+	raw, err := json.Marshal(live)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("whole object into maps", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			u := &unstructured.Unstructured{}
+			if err := u.UnmarshalJSON(raw); err != nil {
+				b.Fatal(err)
+			}
+			d := &appsv1.Deployment{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, d); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := memcached.OwnedDigest(u.Object); err != nil {
+				b.Fatal(err)
+			}
+			template, _, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "template")
+			memcached.LooserSecurity(template.(map[string]interface{}))
+		}
+	})
+	b.Run("decodeJSON, inputs changed", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := DeploymentKind.decodeJSON(raw, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	first, err := DeploymentKind.decodeJSON(raw, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	DeploymentKind.Trim(first)
+	cached := func(string, string) Object { return first }
+	b.Run("decodeJSON, carried over", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := DeploymentKind.decodeJSON(raw, cached); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

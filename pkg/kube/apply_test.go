@@ -180,9 +180,10 @@ func TestAppliesCarryTheAPIServersRefusal(t *testing.T) {
 	}
 }
 
-// TestObservedListPagesAndTrims: the Deployment cache lists page by page,
-// each object trimmed with its digest kept, and the list has the first
-// page's resourceVersion, the snapshot all pages are from.
+// TestObservedListPagesAndTrims: the Deployment cache lists page by page
+// through the API server, each object trimmed with its digest kept, and the
+// list has the first page's resourceVersion, the snapshot all pages are
+// from.
 func TestObservedListPagesAndTrims(t *testing.T) {
 	live := readTestdata(t, "live-applied.json")
 	page := func(names []string, version, next string) map[string]interface{} {
@@ -205,9 +206,10 @@ func TestObservedListPagesAndTrims(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	list, _ := jsonListWatch(client, codec, DeploymentKind, "default", nil)
+	list, watchFn := jsonListWatch(client, codec, DeploymentKind, "default", nil)
+	lw := trimmedListWatch(labelSelector(memcached.ManagedSelector), list, watchFn, DeploymentKind.Trim)
 
-	got, err := list(metav1.ListOptions{})
+	got, err := lw.List(metav1.ListOptions{ResourceVersion: "0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +225,7 @@ func TestObservedListPagesAndTrims(t *testing.T) {
 		}
 	}
 	reqs := api.Got()
-	if len(reqs) != 2 || !strings.Contains(reqs[0].Query, "limit=500") {
+	if len(reqs) != 2 || !strings.Contains(reqs[0].Query, "limit=500") || strings.Contains(reqs[0].Query, "resourceVersion") {
 		t.Errorf("requests %+v, want two pages of at most 500", reqs)
 	}
 }

@@ -51,23 +51,64 @@ func newTrimmedInformer(example runtime.Object, list func(metav1.ListOptions) (r
 	})
 }
 
+// listPage is how many objects one page of a cache's list holds, as
+// client-go's pager pages by default.
+const listPage = 500
+
 // trimmedListWatch lists and watches, with list and watchFn, the objects
 // that the options selectWith sets select, and passes each object it
 // returns, in a list or a watch event, to trim before the informer stores
 // it.
+//
+// It lists page by page, each page trimmed before the next is asked for, so
+// that a starting replica holds one page of objects as the API server sent
+// them at a time, not every object's: with ten thousand Memcacheds, the
+// untrimmed pods of one list were most of a new leader's peak of memory.
+// The pages of one list are one snapshot, that of the first page. They are
+// read at the latest version: client-go 1.11's reflector lists at
+// resourceVersion 0, which the API server serves whole from its cache,
+// whatever the limit.
 func trimmedListWatch(selectWith func(*metav1.ListOptions), list func(metav1.ListOptions) (runtime.Object, error), watchFn func(metav1.ListOptions) (watch.Interface, error), trim func(runtime.Object)) *cache.ListWatch {
 	return &cache.ListWatch{
 		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
 			selectWith(&o)
-			l, err := list(o)
+			o.ResourceVersion = ""
+			o.Limit = listPage
+			var first runtime.Object
+			var items []runtime.Object
+			for {
+				l, err := list(o)
+				if err != nil {
+					return nil, err
+				}
+				err = meta.EachListItem(l, func(obj runtime.Object) error {
+					trim(obj)
+					items = append(items, obj)
+					return nil
+				})
+				if err != nil {
+					return nil, err
+				}
+				if first == nil {
+					first = l
+				}
+				page, err := meta.ListAccessor(l)
+				if err != nil {
+					return nil, err
+				}
+				if o.Continue = page.GetContinue(); o.Continue == "" {
+					break
+				}
+			}
+			if err := meta.SetList(first, items); err != nil {
+				return nil, err
+			}
+			snapshot, err := meta.ListAccessor(first)
 			if err != nil {
 				return nil, err
 			}
-			err = meta.EachListItem(l, func(obj runtime.Object) error {
-				trim(obj)
-				return nil
-			})
-			return l, err
+			snapshot.SetContinue("")
+			return first, nil
 		},
 		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
 			selectWith(&o)

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -345,5 +346,65 @@ func TestTrimDeploymentKeepsTheRollRecord(t *testing.T) {
 	trimDeployment(d)
 	if got := d.Spec.Template.Annotations; !reflect.DeepEqual(got, want) {
 		t.Errorf("got %v, want %v", got, want)
+	}
+}
+
+// TestTrimmedListPagesAtTheLatestVersion: a cache's list asks for pages of
+// at most listPage objects at the latest version, whatever version the
+// reflector asks for, trims each page before it asks for the next, and
+// returns every object with the first page's resourceVersion, the snapshot
+// of all the pages.
+func TestTrimmedListPagesAtTheLatestVersion(t *testing.T) {
+	m := memcachedtest.NewMemcached("example", 1)
+	pages := [][]string{{"a", "b"}, {"c"}, {"d", "e"}}
+	var asked []metav1.ListOptions
+	var listed []*corev1.Pod
+	lw := trimmedListWatch(labelSelector("app=memcached"),
+		func(o metav1.ListOptions) (runtime.Object, error) {
+			asked = append(asked, o)
+			for _, p := range listed {
+				if len(p.Spec.Containers) != 0 {
+					t.Errorf("page %d asked for before pod %s of an earlier page was trimmed", len(asked), p.Name)
+				}
+			}
+			i := len(asked) - 1
+			l := &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: fmt.Sprint(10 + i)}}
+			if i < len(pages)-1 {
+				l.Continue = fmt.Sprintf("page-%d", i+1)
+			}
+			for _, name := range pages[i] {
+				l.Items = append(l.Items, *memcachedtest.NewPod(m, name, corev1.PodRunning, true))
+			}
+			for j := range l.Items {
+				listed = append(listed, &l.Items[j])
+			}
+			return l, nil
+		},
+		func(metav1.ListOptions) (watch.Interface, error) { return watch.NewFake(), nil },
+		TrimOf(trimPod))
+
+	got, err := lw.List(metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := got.(*corev1.PodList)
+	var names []string
+	for _, p := range l.Items {
+		names = append(names, p.Name)
+		if len(p.Spec.Containers) != 0 {
+			t.Errorf("pod %s not trimmed", p.Name)
+		}
+	}
+	if fmt.Sprint(names) != "[a b c d e]" || l.ResourceVersion != "10" || l.Continue != "" {
+		t.Errorf("got %v at resourceVersion %q, continue %q; want [a b c d e] at the first page's 10, no continue", names, l.ResourceVersion, l.Continue)
+	}
+	for i, o := range asked {
+		want := ""
+		if i > 0 {
+			want = fmt.Sprintf("page-%d", i)
+		}
+		if o.Limit != listPage || o.ResourceVersion != "" || o.Continue != want || o.LabelSelector != "app=memcached" {
+			t.Errorf("request %d: %+v; want limit %d, the latest version, continue %q, app=memcached", i, o, listPage, want)
+		}
 	}
 }

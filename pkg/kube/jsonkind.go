@@ -1,6 +1,8 @@
 package kube
 
 import (
+	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 
@@ -49,52 +51,32 @@ func (k *Kind) decodeJSON(raw []byte, cached cachedFunc) (Object, error) {
 	return o, nil
 }
 
-// jsonListPage is how many objects one page of a JSON kind's list holds, as
-// client-go's pager pages by default.
-const jsonListPage = 500
-
 // jsonListWatch returns the list and watch functions of the cache of k, a
 // kind that travels as JSON, in namespace, through client, whose parameter
 // codec is codec: each object decoded by k.decodeJSON, with the cache's
-// copies that cached returns.
+// copies that cached returns. The list is one page of what o asks for (see
+// trimmedListWatch).
 func jsonListWatch(client rest.Interface, codec runtime.ParameterCodec, k *Kind, namespace string, cached cachedFunc) (listFunc, watchFunc) {
 	list := func(o metav1.ListOptions) (runtime.Object, error) {
-		// Page by page, each object trimmed before the next page comes, so
-		// that a starting replica's list holds one page of JSON at a time,
-		// not every object's: the pages of one list are one snapshot, that
-		// of the first page's resourceVersion.
-		o.Limit = jsonListPage
-		var items []runtime.Object
-		var version string
-		for {
-			body, err := client.Get().NamespaceIfScoped(namespace, namespace != "").Resource(k.Resource.Resource).
-				VersionedParams(&o, codec).Do().Raw()
+		body, err := client.Get().NamespaceIfScoped(namespace, namespace != "").Resource(k.Resource.Resource).
+			VersionedParams(&o, codec).Do().Raw()
+		if err != nil {
+			return nil, err
+		}
+		var page struct {
+			Metadata metav1.ListMeta       `json:"metadata"`
+			Items    []jsoniter.RawMessage `json:"items"`
+		}
+		if err := jsonAPI.Unmarshal(body, &page); err != nil {
+			return nil, fmt.Errorf("failed to decode the list of %s: %v", k, err)
+		}
+		items := make([]runtime.Object, 0, len(page.Items))
+		for _, raw := range page.Items {
+			obj, err := k.decodeJSON(raw, cached)
 			if err != nil {
 				return nil, err
 			}
-			var page struct {
-				Metadata metav1.ListMeta       `json:"metadata"`
-				Items    []jsoniter.RawMessage `json:"items"`
-			}
-			if err := jsonAPI.Unmarshal(body, &page); err != nil {
-				return nil, fmt.Errorf("failed to decode the list of %s: %v", k, err)
-			}
-			if version == "" {
-				version = page.Metadata.ResourceVersion
-			}
-			for _, raw := range page.Items {
-				obj, err := k.decodeJSON(raw, cached)
-				if err != nil {
-					return nil, err
-				}
-				if k.Trim != nil {
-					k.Trim(obj)
-				}
-				items = append(items, obj)
-			}
-			if o.Continue = page.Metadata.Continue; o.Continue == "" {
-				break
-			}
+			items = append(items, obj)
 		}
 		l := k.NewList()
 		if err := meta.SetList(l, items); err != nil {
@@ -104,7 +86,8 @@ func jsonListWatch(client rest.Interface, codec runtime.ParameterCodec, k *Kind,
 		if err != nil {
 			return nil, err
 		}
-		accessor.SetResourceVersion(version)
+		accessor.SetResourceVersion(page.Metadata.ResourceVersion)
+		accessor.SetContinue(page.Metadata.Continue)
 		return l, nil
 	}
 	watchFn := func(o metav1.ListOptions) (watch.Interface, error) {
@@ -114,55 +97,158 @@ func jsonListWatch(client rest.Interface, codec runtime.ParameterCodec, k *Kind,
 		if err != nil {
 			return nil, err
 		}
-		return watch.NewStreamWatcher(&jsonEvents{kind: k, body: body, events: jsonAPI.NewDecoder(body), cached: cached}), nil
+		return watch.NewStreamWatcher(&jsonEvents{kind: k, body: body, stream: bufio.NewReader(body), cached: cached}), nil
 	}
 	return list, watchFn
 }
 
-// jsonEvents decodes a JSON watch stream of one kind's events, a watch.Decoder.
+// jsonEvents decodes a JSON watch stream of one kind's events, a
+// watch.Decoder.
 type jsonEvents struct {
 	kind   *Kind
 	body   io.ReadCloser
-	events *jsoniter.Decoder
+	stream *bufio.Reader
 	cached cachedFunc
+	// frame is the buffer of the event being read.
+	frame []byte
 }
 
 // Decode returns the next event. An object that does not decode comes as an
 // error event, upon which the cache lists again, as after an error that
-// the API server sends; a stream that breaks ends the watch, which the
-// cache then opens again.
+// the API server sends; a stream that ends or breaks ends the watch, which
+// the cache then opens again.
 func (d *jsonEvents) Decode() (watch.EventType, runtime.Object, error) {
-	var e struct {
-		Type   watch.EventType     `json:"type"`
-		Object jsoniter.RawMessage `json:"object"`
-	}
-	// More reads past the newline that ends an event: the end of the
-	// stream, and a stream that breaks, end the watch.
-	if !d.events.More() {
-		return "", nil, io.EOF
-	}
-	if err := d.events.Decode(&e); err != nil {
+	var err error
+	if d.frame, err = nextJSONValue(d.stream, d.frame[:0]); err != nil {
 		return "", nil, err
 	}
-	switch e.Type {
+	eventType, object, err := splitEvent(d.frame)
+	if err != nil {
+		return watch.Error, &metav1.Status{Status: metav1.StatusFailure, Message: fmt.Sprintf("failed to decode an event of the %s watch: %v", d.kind, err)}, nil
+	}
+	switch eventType {
 	case watch.Added, watch.Modified, watch.Deleted:
-		obj, err := d.kind.decodeJSON(e.Object, d.cached)
+		obj, err := d.kind.decodeJSON(object, d.cached)
 		if err != nil {
 			return watch.Error, &metav1.Status{Status: metav1.StatusFailure, Message: err.Error()}, nil
 		}
-		return e.Type, obj, nil
+		return eventType, obj, nil
 	case watch.Error:
 		status := &metav1.Status{}
-		if err := jsonAPI.Unmarshal(e.Object, status); err != nil {
+		if err := jsonAPI.Unmarshal(object, status); err != nil {
 			return watch.Error, &metav1.Status{Status: metav1.StatusFailure, Message: fmt.Sprintf("failed to decode an error of the %s watch: %v", d.kind, err)}, nil
 		}
 		return watch.Error, status, nil
 	default:
-		return watch.Error, &metav1.Status{Status: metav1.StatusFailure, Message: fmt.Sprintf("the %s watch sent an event of unknown type %q", d.kind, e.Type)}, nil
+		return watch.Error, &metav1.Status{Status: metav1.StatusFailure, Message: fmt.Sprintf("the %s watch sent an event of unknown type %q", d.kind, eventType)}, nil
 	}
 }
 
 // Close closes the stream.
 func (d *jsonEvents) Close() {
 	d.body.Close()
+}
+
+// valueScanner follows a JSON object or array byte by byte, as far as
+// framing needs: its brackets, outside strings.
+type valueScanner struct {
+	depth             int
+	inString, escaped bool
+}
+
+// step takes the next byte c of the value and reports whether c closed it.
+func (s *valueScanner) step(c byte) bool {
+	switch {
+	case s.escaped:
+		s.escaped = false
+	case s.inString:
+		switch c {
+		case '\\':
+			s.escaped = true
+		case '"':
+			s.inString = false
+		}
+	case c == '"':
+		s.inString = true
+	case c == '{' || c == '[':
+		s.depth++
+	case c == '}' || c == ']':
+		s.depth--
+		return s.depth == 0
+	}
+	return false
+}
+
+// nextJSONValue appends to buf the next JSON object or array of r, and
+// returns it: the bytes up to the bracket that closes the first one, outside
+// strings, as the API server writes one event after the other. It checks
+// nothing else, which the decoding of the value does.
+func nextJSONValue(r *bufio.Reader, buf []byte) ([]byte, error) {
+	var s valueScanner
+	for {
+		c, err := r.ReadByte()
+		if err != nil {
+			if err == io.EOF && s.depth > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return buf, err
+		}
+		if s.depth == 0 && c != '{' && c != '[' {
+			if c == ' ' || c == '\t' || c == '\n' || c == '\r' {
+				continue
+			}
+			return buf, fmt.Errorf("unexpected %q between the events of a watch", c)
+		}
+		buf = append(buf, c)
+		if s.step(c) {
+			return buf, nil
+		}
+	}
+}
+
+// eventPrefix and objectKey are how the API server writes a watch event:
+// its type, then its object.
+const (
+	eventPrefix = `{"type":"`
+	objectKey   = `","object":`
+)
+
+// splitEvent returns the type of the watch event frame and its object, as
+// JSON: cut from the frame when the frame is laid out as the API server
+// writes it, its object running to the frame's last brace, and otherwise
+// decoded.
+func splitEvent(frame []byte) (watch.EventType, []byte, error) {
+	if bytes.HasPrefix(frame, []byte(eventPrefix)) && frame[len(frame)-1] == '}' {
+		rest := frame[len(eventPrefix):]
+		if end := bytes.Index(rest, []byte(objectKey)); end > 0 && !bytes.ContainsAny(rest[:end], `"\\`) {
+			object := rest[end+len(objectKey) : len(rest)-1]
+			if n := jsonValueLength(object); n == len(object) {
+				return watch.EventType(rest[:end]), object, nil
+			}
+		}
+	}
+	var e struct {
+		Type   watch.EventType     `json:"type"`
+		Object jsoniter.RawMessage `json:"object"`
+	}
+	if err := jsonAPI.Unmarshal(frame, &e); err != nil {
+		return "", nil, err
+	}
+	return e.Type, e.Object, nil
+}
+
+// jsonValueLength returns the length of the JSON object or array that b
+// starts with, as nextJSONValue frames it, or -1 when b does not start with
+// a whole one.
+func jsonValueLength(b []byte) int {
+	var s valueScanner
+	for i, c := range b {
+		if s.depth == 0 && c != '{' && c != '[' {
+			return -1
+		}
+		if s.step(c) {
+			return i + 1
+		}
+	}
+	return -1
 }

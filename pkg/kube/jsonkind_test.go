@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -160,11 +161,18 @@ func TestObserveCarriesOverOnlyWhileItsInputsHold(t *testing.T) {
 			entries[0].(map[string]interface{})["fieldsV1"] = map[string]interface{}{"f:metadata": map[string]interface{}{}}
 			_ = unstructured.SetNestedSlice(live, entries, "metadata", "managedFields")
 		}, false},
-		{"another manager takes a field", func(live map[string]interface{}) {
+		{"the controller's field set of the status grows", func(live map[string]interface{}) {
 			withStatus(live, 2, "2026-12-01T20:00:00Z")
 			entries, _, _ := unstructured.NestedSlice(live, "metadata", "managedFields")
-			entries[len(entries)-1].(map[string]interface{})["fieldsV1"] = map[string]interface{}{"f:spec": map[string]interface{}{"f:template": map[string]interface{}{}}}
+			entries[len(entries)-1].(map[string]interface{})["fieldsV1"] = map[string]interface{}{"f:status": map[string]interface{}{"f:replicas": map[string]interface{}{}, "f:readyReplicas": map[string]interface{}{}}}
 			_ = unstructured.SetNestedSlice(live, entries, "metadata", "managedFields")
+		}, true},
+		{"someone else applies too", func(live map[string]interface{}) {
+			entries, _, _ := unstructured.NestedSlice(live, "metadata", "managedFields")
+			entries = append(entries, map[string]interface{}{"manager": "kubectl", "operation": "Apply", "apiVersion": "apps/v1",
+				"fieldsType": "FieldsV1", "fieldsV1": map[string]interface{}{"f:metadata": map[string]interface{}{"f:labels": map[string]interface{}{"f:team": map[string]interface{}{}}}}})
+			_ = unstructured.SetNestedSlice(live, entries, "metadata", "managedFields")
+			_ = unstructured.SetNestedField(live, "shop", "metadata", "labels", "team")
 		}, false},
 	}
 	for _, tt := range tests {
@@ -216,6 +224,9 @@ func TestJSONWatchDecodesEachEvent(t *testing.T) {
 	changed := readTestdata(t, "live-image-changed.json").Object
 	_, wantDigest, _ := wholeObject(t, changed)
 	expired := &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure, Code: 410, Reason: metav1.StatusReasonExpired, Message: "too old resource version"}
+	// A label whose value holds braces, brackets and escaped quotes, which
+	// the framing must read as a string.
+	applied["metadata"].(map[string]interface{})["labels"].(map[string]interface{})["tricky"] = `}]"{[\`
 	var stream bytes.Buffer
 	for _, e := range []struct {
 		Type   string      `json:"type"`
@@ -231,8 +242,12 @@ func TestJSONWatchDecodesEachEvent(t *testing.T) {
 		stream.Write(marshal(t, e))
 		stream.WriteByte('\n')
 	}
+	// Laid out otherwise than the API server does: the object first, a key
+	// after it, no newline between events, spaces.
+	other := marshal(t, changed)
+	fmt.Fprintf(&stream, `{"object":%s,"type":"MODIFIED"}{"type":"MODIFIED","object":%s,"extra":1}  {"type" : "MODIFIED", "object" : %s}`, other, other, other)
 	body := io.NopCloser(iotest.OneByteReader(&stream))
-	w := watch.NewStreamWatcher(&jsonEvents{kind: DeploymentKind, body: body, events: jsonAPI.NewDecoder(body)})
+	w := watch.NewStreamWatcher(&jsonEvents{kind: DeploymentKind, body: body, stream: bufio.NewReader(body)})
 	defer w.Stop()
 
 	var got []string
@@ -253,6 +268,9 @@ func TestJSONWatchDecodesEachEvent(t *testing.T) {
 		"ERROR 410 Expired",
 		"ERROR 0 ",
 		"ERROR 0 ",
+		"MODIFIED " + changed["metadata"].(map[string]interface{})["name"].(string) + " digest=true",
+		"MODIFIED " + changed["metadata"].(map[string]interface{})["name"].(string) + " digest=true",
+		"MODIFIED " + changed["metadata"].(map[string]interface{})["name"].(string) + " digest=true",
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("events:\ngot  %q\nwant %q", got, want)
@@ -310,6 +328,48 @@ func BenchmarkDeploymentEvent(b *testing.B) {
 			if _, err := DeploymentKind.decodeJSON(raw, cached); err != nil {
 				b.Fatal(err)
 			}
+		}
+	})
+}
+
+// FuzzWatchFraming: whatever strings a tenant writes into an object, and
+// whatever an event's type, the framing of a watch stream finds each event
+// whole, and its type and object are what was written.
+func FuzzWatchFraming(f *testing.F) {
+	f.Add("MODIFIED", `}]"{[\`, "a")
+	f.Add("ADDED", `","object":{`, `\u0000"}`)
+	f.Fuzz(func(t *testing.T, eventType, label, annotation string) {
+		object := map[string]interface{}{"metadata": map[string]interface{}{
+			"name": "x", "labels": map[string]interface{}{"l": label}, "annotations": map[string]interface{}{annotation: label},
+		}}
+		event := marshal(t, map[string]interface{}{"type": eventType, "object": object})
+		r := bufio.NewReader(bytes.NewReader(append(append(append([]byte{}, event...), '\n'), event...)))
+		for i := 0; i < 2; i++ {
+			frame, err := nextJSONValue(r, nil)
+			if err != nil || !bytes.Equal(frame, event) {
+				t.Fatalf("frame %d: got %q, %v; want %q", i, frame, err, event)
+			}
+			gotType, gotObject, err := splitEvent(frame)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got, want interface{}
+			if err := json.Unmarshal(gotObject, &got); err != nil {
+				t.Fatalf("object %q: %v", gotObject, err)
+			}
+			if err := json.Unmarshal(marshal(t, object), &want); err != nil {
+				t.Fatal(err)
+			}
+			var wantType string
+			if err := json.Unmarshal(marshal(t, eventType), &wantType); err != nil {
+				t.Fatal(err)
+			}
+			if string(gotType) != wantType || !equality.Semantic.DeepEqual(got, want) {
+				t.Fatalf("got %q %v, want %q %v", gotType, got, wantType, want)
+			}
+		}
+		if _, err := nextJSONValue(r, nil); err != io.EOF {
+			t.Errorf("after the last event: %v, want io.EOF", err)
 		}
 	})
 }

@@ -157,8 +157,10 @@ const observedInputsAnnotation = "cache.example.com/observed-inputs"
 // deploymentInputs are the parts of a live Deployment, as JSON, that
 // memcached.OwnedDigest and memcached.LooserSecurity read: the labels, the
 // strategy and the pod template (memcached's digest scope), and the field
-// sets of the managed fields, without their times, which move on every
-// write of their manager.
+// set of the operator's apply among the managed fields (see
+// memcached.IsOwnApply), without the others, such as the Deployment
+// controller's of the status, which grows with its first writes, and
+// without its time, which moves on every apply.
 type deploymentInputs struct {
 	Metadata struct {
 		Labels        jsoniter.RawMessage `json:"labels"`
@@ -189,10 +191,10 @@ func (in *deploymentInputs) fingerprint() string {
 	part(in.Spec.Strategy)
 	part(in.Spec.Template)
 	for _, e := range in.Metadata.ManagedFields {
-		part([]byte(e.Manager))
-		part([]byte(e.Operation))
-		part([]byte(e.Subresource))
-		part(e.FieldsV1)
+		if memcached.IsOwnApply(e.Manager, e.Operation, e.Subresource) {
+			part([]byte{1})
+			part(e.FieldsV1)
+		}
 	}
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }
@@ -219,6 +221,9 @@ func (in *deploymentInputs) live() (map[string]interface{}, error) {
 	}
 	var entries []interface{}
 	for _, e := range in.Metadata.ManagedFields {
+		if !memcached.IsOwnApply(e.Manager, e.Operation, e.Subresource) {
+			continue
+		}
 		entry := map[string]interface{}{"manager": e.Manager, "operation": e.Operation}
 		if e.Subresource != "" {
 			entry["subresource"] = e.Subresource

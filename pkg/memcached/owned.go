@@ -103,6 +103,13 @@ func DesiredDigest(manifest map[string]interface{}) (string, error) {
 	return digestOf(desired)
 }
 
+// IsOwnApply reports whether a managedFields entry of manager, operation and
+// subresource is the one OwnedDigest reads: FieldManager's apply of the
+// main resource.
+func IsOwnApply(manager, operation, subresource string) bool {
+	return manager == FieldManager && operation == "Apply" && subresource == ""
+}
+
 // appliedFields returns the fieldsV1 of live's managedFields entry for
 // FieldManager's apply of the main resource, or nil without one.
 func appliedFields(live map[string]interface{}) map[string]interface{} {
@@ -110,10 +117,13 @@ func appliedFields(live map[string]interface{}) map[string]interface{} {
 	entries, _ := field.([]interface{})
 	for _, e := range entries {
 		entry, ok := e.(map[string]interface{})
-		if !ok || entry["manager"] != FieldManager || entry["operation"] != "Apply" {
+		if !ok {
 			continue
 		}
-		if sub, _ := entry["subresource"].(string); sub != "" {
+		manager, _ := entry["manager"].(string)
+		operation, _ := entry["operation"].(string)
+		subresource, _ := entry["subresource"].(string)
+		if !IsOwnApply(manager, operation, subresource) {
 			continue
 		}
 		fields, _ := entry["fieldsV1"].(map[string]interface{})

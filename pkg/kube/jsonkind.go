@@ -182,26 +182,37 @@ func (s *valueScanner) step(c byte) bool {
 // nextJSONValue appends to buf the next JSON object or array of r, and
 // returns it: the bytes up to the bracket that closes the first one, outside
 // strings, as the API server writes one event after the other. It checks
-// nothing else, which the decoding of the value does.
+// nothing else, which the decoding of the value does. It scans what r has
+// buffered, a chunk at a time.
 func nextJSONValue(r *bufio.Reader, buf []byte) ([]byte, error) {
 	var s valueScanner
 	for {
-		c, err := r.ReadByte()
-		if err != nil {
+		if _, err := r.Peek(1); err != nil {
 			if err == io.EOF && s.depth > 0 {
 				err = io.ErrUnexpectedEOF
 			}
 			return buf, err
 		}
-		if s.depth == 0 && c != '{' && c != '[' {
-			if c == ' ' || c == '\t' || c == '\n' || c == '\r' {
-				continue
+		chunk, _ := r.Peek(r.Buffered())
+		start := 0
+		for i, c := range chunk {
+			if s.depth == 0 && c != '{' && c != '[' {
+				if c == ' ' || c == '\t' || c == '\n' || c == '\r' {
+					start = i + 1
+					continue
+				}
+				r.Discard(i)
+				return buf, fmt.Errorf("unexpected %q between the events of a watch", c)
 			}
-			return buf, fmt.Errorf("unexpected %q between the events of a watch", c)
+			if s.step(c) {
+				buf = append(buf, chunk[start:i+1]...)
+				_, err := r.Discard(i + 1)
+				return buf, err
+			}
 		}
-		buf = append(buf, c)
-		if s.step(c) {
-			return buf, nil
+		buf = append(buf, chunk[start:]...)
+		if _, err := r.Discard(len(chunk)); err != nil {
+			return buf, err
 		}
 	}
 }

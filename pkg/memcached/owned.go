@@ -173,9 +173,10 @@ func project(value interface{}, set map[string]interface{}) interface{} {
 		}
 		return out
 	case []interface{}:
+		members := listMembers(set)
 		out := []interface{}{}
 		for i, item := range v {
-			if subset, ok := itemSet(set, item, i); ok {
+			if subset, ok := members.itemSet(item, i); ok {
 				out = append(out, project(item, subset))
 			}
 		}
@@ -195,57 +196,94 @@ func hasMembers(set map[string]interface{}) bool {
 	return false
 }
 
-// itemSet returns the member of set that names item, the i-th item of a
-// list, and its field set.
-func itemSet(set map[string]interface{}, item interface{}, i int) (map[string]interface{}, bool) {
+// listMember is a member of a list's field set that names its items: by
+// the JSON of their key fields ("k:"), of their value ("v:"), or by their
+// index ("i:").
+type listMember struct {
+	key   map[string]interface{}
+	value interface{}
+	index int
+	set   map[string]interface{}
+}
+
+// itemMembers are the members of one list's field set, each decoded once
+// for all the list's items.
+type itemMembers []listMember
+
+// listMembers returns the members of set, a list's field set, that name
+// items; those that do not decode name none.
+func listMembers(set map[string]interface{}) itemMembers {
+	var out itemMembers
 	for member, sub := range set {
 		subset, _ := sub.(map[string]interface{})
+		m := listMember{index: -1, set: subset}
 		switch {
 		case strings.HasPrefix(member, "k:"):
-			if matchesKey(item, strings.TrimPrefix(member, "k:")) {
-				return subset, true
+			if decodeNumbers(strings.TrimPrefix(member, "k:"), &m.key) != nil || m.key == nil {
+				continue
 			}
 		case strings.HasPrefix(member, "v:"):
-			if sameJSON(item, strings.TrimPrefix(member, "v:")) {
-				return subset, true
+			if decodeNumbers(strings.TrimPrefix(member, "v:"), &m.value) != nil {
+				continue
 			}
 		case strings.HasPrefix(member, "i:"):
-			if n, err := strconv.Atoi(strings.TrimPrefix(member, "i:")); err == nil && n == i {
-				return subset, true
+			n, err := strconv.Atoi(strings.TrimPrefix(member, "i:"))
+			if err != nil || n < 0 {
+				continue
+			}
+			m.index = n
+		default:
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// itemSet returns the field set of the member that names item, the i-th
+// item of the list.
+func (members itemMembers) itemSet(item interface{}, i int) (map[string]interface{}, bool) {
+	for _, m := range members {
+		switch {
+		case m.key != nil:
+			if matchesKey(item, m.key) {
+				return m.set, true
+			}
+		case m.index >= 0:
+			if m.index == i {
+				return m.set, true
+			}
+		default:
+			if equalJSON(item, m.value) {
+				return m.set, true
 			}
 		}
 	}
 	return nil, false
 }
 
+// decodeNumbers decodes the JSON text raw into v, its numbers as
+// json.Number, which equalJSON compares by value with an int64.
+func decodeNumbers(raw string, v interface{}) error {
+	d := json.NewDecoder(strings.NewReader(raw))
+	d.UseNumber()
+	return d.Decode(v)
+}
+
 // matchesKey reports whether item, a map, has the fields and values of
-// key, the JSON object of an associative list's key fields.
-func matchesKey(item interface{}, key string) bool {
+// key, an associative list's key fields.
+func matchesKey(item interface{}, key map[string]interface{}) bool {
 	m, ok := item.(map[string]interface{})
 	if !ok {
 		return false
 	}
-	d := json.NewDecoder(strings.NewReader(key))
-	d.UseNumber()
-	var fields map[string]interface{}
-	if err := d.Decode(&fields); err != nil {
-		return false
-	}
-	for name, want := range fields {
+	for name, want := range key {
 		got, ok := m[name]
 		if !ok || !equalJSON(got, want) {
 			return false
 		}
 	}
 	return true
-}
-
-// sameJSON reports whether v encodes as the JSON text raw does.
-func sameJSON(v interface{}, raw string) bool {
-	d := json.NewDecoder(strings.NewReader(raw))
-	d.UseNumber()
-	var want interface{}
-	return d.Decode(&want) == nil && equalJSON(v, want)
 }
 
 // equalJSON reports whether a and b encode alike, so that an int64 of a

@@ -172,6 +172,24 @@ type benchResult struct {
 	// Window is the window phase's (see measureWindowOpening), unless
 	// BENCH_WINDOW=0 left it out.
 	Window *windowResult `json:"window,omitempty"`
+	// BaselineRestart is what another build of the operator, such as an
+	// earlier commit's, took as a new leader of the same resources, just
+	// before the measured one (BENCH_BASELINE): its restart figures side by
+	// side with the measured build's in one run.
+	BaselineRestart *newLeaderResult `json:"baseline_restart,omitempty"`
+}
+
+// newLeaderResult is what a new operator process took to list everything
+// and reconcile all (see restartLikeANewLeader).
+type newLeaderResult struct {
+	Binary            string  `json:"binary"`
+	Seconds           float64 `json:"seconds"`
+	CPUSeconds        float64 `json:"cpu_seconds"`
+	PeakRSSBytes      int64   `json:"peak_rss_bytes"`
+	EndRSSAnonBytes   int64   `json:"end_rss_anon_bytes"`
+	PeakLiveHeapBytes int64   `json:"peak_live_heap_bytes"`
+	CPUProfile        string  `json:"cpu_profile"`
+	HeapProfile       string  `json:"heap_profile"`
 }
 
 // The phases of the benchmark, as keys of benchResult's maps.
@@ -323,7 +341,15 @@ func BenchmarkOperatorAgainstFloor(b *testing.B) {
 	if err := op.Stop(30 * time.Second); err != nil {
 		b.Fatal(err)
 	}
-	restartLikeANewLeader(b, ns, n+1, &r)
+	// BENCH_BASELINE measures another build as a new leader first, such
+	// as an earlier commit's, for a comparison within one run.
+	if baseline := os.Getenv("BENCH_BASELINE"); baseline != "" {
+		base := restartLikeANewLeader(b, ns, baseline, "baseline-restart", n+1)
+		r.BaselineRestart = &base
+	}
+	restart := restartLikeANewLeader(b, ns, ns.operatorBinary(), "restart", n+1)
+	r.RestartSeconds, r.RestartCPUSeconds, r.RestartPeakRSSBytes, r.RestartEndRSSAnonBytes = restart.Seconds, restart.CPUSeconds, restart.PeakRSSBytes, restart.EndRSSAnonBytes
+	r.RestartPeakLiveHeapBytes, r.RestartCPUProfile, r.RestartHeapProfile = restart.PeakLiveHeapBytes, restart.CPUProfile, restart.HeapProfile
 	// BENCH_WINDOW=0 leaves out the window phase, which adds about a
 	// minute and a half, plus 30 ms a resource, of waiting for the opening.
 	if os.Getenv("BENCH_WINDOW") != "0" {
@@ -665,25 +691,26 @@ func shippedMemoryLimit(b *testing.B) int64 {
 	return 0
 }
 
-// restartLikeANewLeader starts a new operator process in ns, with the
-// first one's settings and environment, once everything has converged: it
-// lists every Memcached, child and pod, as every replica does when it
-// starts, then reconciles each of the want Memcached resources once, as a
-// new leader does (with leader election the two happen apart: a standby
-// lists when it starts and reconciles when it takes over). It records in r
-// how long that took and the process's memory.
-func restartLikeANewLeader(b *testing.B, ns *namespace, want int, r *benchResult) {
+// restartLikeANewLeader starts a new operator process of binary in ns,
+// with the first one's settings and environment, once everything has
+// converged: it lists every Memcached, child and pod, as every replica does
+// when it starts, then reconciles each of the want Memcached resources
+// once, as a new leader does (with leader election the two happen apart: a
+// standby lists when it starts and reconciles when it takes over). It
+// returns how long that took, the process's CPU and memory, and its
+// profiles, named after name.
+func restartLikeANewLeader(b *testing.B, ns *namespace, binary, name string, want int) newLeaderResult {
 	b.Helper()
-	out := filepath.Dir(r.CPUProfile)
-	r.RestartCPUProfile, r.RestartHeapProfile = filepath.Join(out, "restart-cpu.pprof"), filepath.Join(out, "restart-heap.pprof")
+	out := filepath.Join(paths.Output(), "bench")
+	r := newLeaderResult{Binary: binary, CPUProfile: filepath.Join(out, name+"-cpu.pprof"), HeapProfile: filepath.Join(out, name+"-heap.pprof")}
 	op, err := framework.StartOperator(framework.OperatorConfig{
-		Binary:         ns.operatorBinary(),
+		Binary:         binary,
 		Env:            ns.env,
 		Kubeconfig:     ns.operatorKubeconfig,
 		WatchNamespace: ns.watchNamespace(),
-		LogFile:        filepath.Join(ns.dir, "operator-restart.log"),
+		LogFile:        filepath.Join(ns.dir, "operator-"+name+".log"),
 		Args: []string{"--log-level=info", "--metrics-addr=127.0.0.1:0",
-			"--cpuprofile=" + r.RestartCPUProfile, "--memprofile=" + r.RestartHeapProfile},
+			"--cpuprofile=" + r.CPUProfile, "--memprofile=" + r.HeapProfile},
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -696,18 +723,19 @@ func restartLikeANewLeader(b *testing.B, ns *namespace, want int, r *benchResult
 	}()
 	addr := metricsAddr(b, ns, op)
 	awaitReconciled(b, op, addr, want, benchTimeout, "the restarted operator")
-	r.RestartSeconds = time.Since(start).Seconds()
+	r.Seconds = time.Since(start).Seconds()
 	mem, err := framework.ProcessMemoryOf(op.Pid())
 	if err != nil {
 		b.Fatal(err)
 	}
-	r.RestartPeakRSSBytes, r.RestartEndRSSAnonBytes = mem.PeakRSS, mem.RSSAnon
-	r.RestartPeakLiveHeapBytes = peakLiveHeap(op.Log())
+	r.PeakRSSBytes, r.EndRSSAnonBytes = mem.PeakRSS, mem.RSSAnon
+	r.PeakLiveHeapBytes = peakLiveHeap(op.Log())
 	cpu, err := framework.ProcessCPU(op.Pid())
 	if err != nil {
 		b.Fatal(err)
 	}
-	r.RestartCPUSeconds = cpu.Seconds()
+	r.CPUSeconds = cpu.Seconds()
+	return r
 }
 
 // gcTraceHeap matches the heap sizes of a GODEBUG=gctrace=1 line: at the
@@ -794,6 +822,11 @@ func report(b *testing.B, r benchResult, file string) {
 		fmt.Sprintf("profiles              go tool pprof %s; go tool pprof %s", r.CPUProfile, r.HeapProfile),
 		fmt.Sprintf("  of the new leader   go tool pprof %s; go tool pprof %s", r.RestartCPUProfile, r.RestartHeapProfile),
 	)
+	if base := r.BaselineRestart; base != nil {
+		lines = append(lines, fmt.Sprintf("baseline new leader   %s: %.1f s, %.1f CPU-s, peak RSS %.1f MiB, live heap at most %.1f MiB (%.1f KiB a resource); this build %.2fx its CPU, %.2fx its live heap",
+			base.Binary, base.Seconds, base.CPUSeconds, float64(base.PeakRSSBytes)/(1<<20), float64(base.PeakLiveHeapBytes)/(1<<20), float64(base.PeakLiveHeapBytes)/1024/float64(r.N),
+			r.RestartCPUSeconds/base.CPUSeconds, float64(r.RestartPeakLiveHeapBytes)/float64(base.PeakLiveHeapBytes)))
+	}
 	lines = append(lines, windowLines(r.Window, verdict)...)
 	for _, l := range lines {
 		fmt.Println("bench: " + l)

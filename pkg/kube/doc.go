@@ -61,7 +61,15 @@
 // others as JSON decoded into the Kind's type: PodDisruptionBudgets, whose
 // policy/v1beta1 Kubernetes 1.25 removed, travel as policy/v1 JSON decoded
 // into the 1.11 types, whose fields used here have the same names, and
-// ServiceMonitors as unstructured JSON. The caches hold trimmed copies (a
+// ServiceMonitors as unstructured JSON. Deployments travel as JSON too,
+// for the managed fields and pod fields that the 1.11 types cannot hold:
+// their digest (memcached.OwnedDigest) is derived from the parts it reads
+// and carried over from the cached copy while those are unchanged, so that
+// a status write of the Deployment controller costs one pass of
+// json-iterator (TestObserveCarriesOverOnlyWhileItsInputsHold,
+// TestDecodeJSONAgreesWithTheWholeObject). Every cache lists page by page,
+// each page trimmed before the next (TestTrimmedListPagesAtTheLatestVersion).
+// The caches hold trimmed copies (a
 // pod keeps only what the status reads; a Deployment, only its template's
 // hash and roll annotations and the conditions that say it is stuck), and
 // pods are indexed by Memcached, so a reconcile costs the same with ten

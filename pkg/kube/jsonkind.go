@@ -20,12 +20,12 @@ import (
 // times before its object (the framer, the serializer's search for the
 // kind, the event), and the dynamic client decodes the object into maps,
 // which the Deployments' cache then converted to their type by reflection.
-// The Deployments' events were most of the operator's CPU (test/README,
-// "Where the operator's CPU goes").
+// Decoding the Deployments was the largest part of the operator's CPU (test/README,
+// "Where the operator's CPU and memory go").
 
 // jsonAPI decodes JSON case-sensitively, as apimachinery's serializer does.
 // Its decoders refuse a document nested deeper than 10,000 levels, before
-// any recursion could exhaust the stack (see TestDeepJSONIsRefused).
+// any recursion could exhaust the stack (see TestDeepJSONIsRefusedBeforeTheRecursion).
 var jsonAPI = jsoniter.Config{EscapeHTML: true, SortMapKeys: true, CaseSensitive: true}.Froze()
 
 // cachedFunc returns the cache's copy of a kind's object, trimmed, or nil.

@@ -816,6 +816,8 @@ func report(b *testing.B, r benchResult, file string) {
 			100*float64(r.PeakRSSBytes)/float64(r.MemoryLimitBytes), 100*float64(r.RestartPeakRSSBytes)/float64(r.MemoryLimitBytes)),
 		fmt.Sprintf("operator live heap    at most %.1f MiB during the burst, %.1f MiB after a restart (the collector's trace): %.1f KiB and %.1f KiB a resource",
 			float64(r.PeakLiveHeapBytes)/(1<<20), float64(r.RestartPeakLiveHeapBytes)/(1<<20), float64(r.PeakLiveHeapBytes)/1024/float64(r.N), float64(r.RestartPeakLiveHeapBytes)/1024/float64(r.N)),
+		fmt.Sprintf("per resource          operator CPU %.1f ms during the burst, peak RSS %.1f KiB during the burst, a new leader's live heap at most %.1f KiB",
+			1000*r.CPUSeconds/float64(r.N), float64(r.PeakRSSBytes)/1024/float64(r.N), float64(r.RestartPeakLiveHeapBytes)/1024/float64(r.N)),
 		fmt.Sprintf("requests per resource %.2f (%s); target <= %.0f: %s", r.RequestsPerResource, strings.Join(byVerb, ", "), targetRequestsPerItem, verdict(r.RequestsPerResource <= targetRequestsPerItem)),
 		fmt.Sprintf("idle requests         %d in %.0f s, plus %d discovery requests; target %d: %s", r.IdleRequests, r.IdleSeconds, r.IdleDiscoveryRequests, targetIdleRequests, verdict(r.IdleRequests <= targetIdleRequests)),
 		fmt.Sprintf("status latency        %.2f s from pods Running to status.nodes; target <= %.0f s: %s", r.LatencySeconds, targetLatencySeconds, verdict(r.LatencySeconds <= targetLatencySeconds)),

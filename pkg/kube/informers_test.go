@@ -363,7 +363,7 @@ func TestTrimmedListPagesAtTheLatestVersion(t *testing.T) {
 		func(o metav1.ListOptions) (runtime.Object, error) {
 			asked = append(asked, o)
 			for _, p := range listed {
-				if len(p.Spec.Containers) != 0 {
+				if p.Spec.NodeName != "" {
 					t.Errorf("page %d asked for before pod %s of an earlier page was trimmed", len(asked), p.Name)
 				}
 			}
@@ -373,7 +373,9 @@ func TestTrimmedListPagesAtTheLatestVersion(t *testing.T) {
 				l.Continue = fmt.Sprintf("page-%d", i+1)
 			}
 			for _, name := range pages[i] {
-				l.Items = append(l.Items, *memcachedtest.NewPod(m, name, corev1.PodRunning, true))
+				p := memcachedtest.NewPod(m, name, corev1.PodRunning, true)
+				p.Spec.NodeName = "node-1" // which trimPod drops
+				l.Items = append(l.Items, *p)
 			}
 			for j := range l.Items {
 				listed = append(listed, &l.Items[j])
@@ -391,7 +393,7 @@ func TestTrimmedListPagesAtTheLatestVersion(t *testing.T) {
 	var names []string
 	for _, p := range l.Items {
 		names = append(names, p.Name)
-		if len(p.Spec.Containers) != 0 {
+		if p.Spec.NodeName != "" {
 			t.Errorf("pod %s not trimmed", p.Name)
 		}
 	}

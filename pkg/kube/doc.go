@@ -65,8 +65,8 @@
 // for the managed fields and pod fields that the 1.11 types cannot hold:
 // their digest (memcached.OwnedDigest) is derived from the parts it reads
 // and carried over from the cached copy while those are unchanged, so that
-// a status write of the Deployment controller costs one pass of
-// json-iterator (TestObserveCarriesOverOnlyWhileItsInputsHold,
+// a status write of the Deployment controller costs its decoding by
+// json-iterator and no digest (TestObserveCarriesOverOnlyWhileItsInputsHold,
 // TestDecodeJSONAgreesWithTheWholeObject). Every cache lists page by page,
 // each page trimmed before the next (TestTrimmedListPagesAtTheLatestVersion).
 // The caches hold trimmed copies (a

@@ -18,7 +18,7 @@ import (
 // readTestdata returns a file of package memcached's testdata: a Deployment
 // as the operator applies it (applied.json) and kube-apiserver v1.37.2's
 // answers to that apply and to hand edits (see memcached's owned_test.go).
-func readTestdata(t *testing.T, name string) *unstructured.Unstructured {
+func readTestdata(t testing.TB, name string) *unstructured.Unstructured {
 	t.Helper()
 	b, err := os.ReadFile("../memcached/testdata/" + name)
 	if err != nil {

@@ -62,9 +62,8 @@ const listPage = 500
 //
 // It lists page by page, each page trimmed before the next is asked for, so
 // that a starting replica holds one page of objects as the API server sent
-// them at a time, not every object's: with ten thousand Memcacheds, the
-// untrimmed pods of one list were most of a new leader's peak of memory.
-// The pages of one list are one snapshot, that of the first page. They are
+// them at a time, not every object's, such as twenty thousand untrimmed
+// pods for ten thousand Memcacheds. The pages of one list are one snapshot, that of the first page. They are
 // read at the latest version: client-go 1.11's reflector lists at
 // resourceVersion 0, which the API server serves whole from its cache,
 // whatever the limit.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand"
 	"testing"
 	"testing/iotest"
 
@@ -284,8 +285,7 @@ func TestJSONWatchDecodesEachEvent(t *testing.T) {
 // for a status write that carries the digest over. Run it with
 // go test -run '^$' -bench DeploymentEvent -benchmem ./pkg/kube/.
 func BenchmarkDeploymentEvent(b *testing.B) {
-	t := &testing.T{}
-	live := readTestdata(t, "live-applied.json").Object
+	live := readTestdata(b, "live-applied.json").Object
 	raw, err := json.Marshal(live)
 	if err != nil {
 		b.Fatal(err)
@@ -372,4 +372,109 @@ func FuzzWatchFraming(f *testing.F) {
 			t.Errorf("after the last event: %v, want io.EOF", err)
 		}
 	})
+}
+
+// TestCarriedOverDigestsMatchInAnyOrder: in random sequences of a
+// Deployment's changes (status writes, re-applies, images, loosened
+// templates, labels, strategies, the operator's field set, another
+// manager's apply, each toggled back and forth, so that earlier versions
+// come back), each version observed with the cache's copy of the one
+// before, or with none, as after a relist, carries the same digest and
+// findings as the version observed afresh.
+func TestCarriedOverDigestsMatchInAnyOrder(t *testing.T) {
+	base := readTestdata(t, "live-applied.json").Object
+	edits := []func(live map[string]interface{}, on bool){
+		func(live map[string]interface{}, on bool) { // the controller's status write
+			replicas := int64(1)
+			if on {
+				replicas = 2
+			}
+			live["status"] = map[string]interface{}{"replicas": replicas, "updatedReplicas": replicas}
+		},
+		func(live map[string]interface{}, on bool) { // a re-apply: the entry's time alone
+			entries, _, _ := unstructured.NestedSlice(live, "metadata", "managedFields")
+			entries[0].(map[string]interface{})["time"] = map[bool]string{true: "2026-12-02T00:00:00Z", false: "2026-12-01T19:52:32Z"}[on]
+			_ = unstructured.SetNestedSlice(live, entries, "metadata", "managedFields")
+		},
+		func(live map[string]interface{}, on bool) { // the image
+			containers, _, _ := unstructured.NestedSlice(live, "spec", "template", "spec", "containers")
+			if on {
+				containers[0].(map[string]interface{})["image"] = "memcached:other"
+			}
+			_ = unstructured.SetNestedSlice(live, containers, "spec", "template", "spec", "containers")
+		},
+		func(live map[string]interface{}, on bool) { // a loosened template
+			if on {
+				_ = unstructured.SetNestedField(live, true, "spec", "template", "spec", "hostNetwork")
+			}
+		},
+		func(live map[string]interface{}, on bool) { // a label
+			if on {
+				unstructured.RemoveNestedField(live, "metadata", "labels", memcached.CRLabel)
+			}
+		},
+		func(live map[string]interface{}, on bool) { // the strategy
+			if on {
+				_ = unstructured.SetNestedField(live, "Recreate", "spec", "strategy", "type")
+			}
+		},
+		func(live map[string]interface{}, on bool) { // the operator's field set loses the template
+			if on {
+				entries, _, _ := unstructured.NestedSlice(live, "metadata", "managedFields")
+				unstructured.RemoveNestedField(entries[0].(map[string]interface{}), "fieldsV1", "f:spec", "f:template")
+				_ = unstructured.SetNestedSlice(live, entries, "metadata", "managedFields")
+			}
+		},
+		func(live map[string]interface{}, on bool) { // another manager's apply
+			if on {
+				entries, _, _ := unstructured.NestedSlice(live, "metadata", "managedFields")
+				entries = append(entries, map[string]interface{}{"manager": "kubectl", "operation": "Apply", "fieldsV1": map[string]interface{}{"f:spec": map[string]interface{}{}}})
+				_ = unstructured.SetNestedSlice(live, entries, "metadata", "managedFields")
+			}
+		},
+	}
+	var carried, computed int
+	for seed := int64(1); seed <= 30; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		state := make([]bool, len(edits))
+		var cached Object
+		for step := 0; step < 40; step++ {
+			state[rng.Intn(len(edits))] = rng.Intn(2) == 1
+			live := runtime.DeepCopyJSON(base)
+			for i, on := range state {
+				edits[i](live, on)
+			}
+			raw := marshal(t, live)
+			fresh, err := DeploymentKind.decodeJSON(raw, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rng.Intn(5) == 0 {
+				cached = nil // a relist: no copy to carry over from
+			}
+			var copyOf cachedFunc
+			if cached != nil {
+				copyOf = func(string, string) Object { return cached }
+			}
+			got, err := DeploymentKind.decodeJSON(raw, copyOf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cached != nil && cached.GetAnnotations()[observedInputsAnnotation] == got.GetAnnotations()[observedInputsAnnotation] {
+				carried++
+			} else {
+				computed++
+			}
+			for _, a := range []string{memcached.ObservedDigestAnnotation, memcached.LoosenedAnnotation} {
+				if got.GetAnnotations()[a] != fresh.GetAnnotations()[a] {
+					t.Fatalf("seed %d, step %d, edits %v: %s %q, observed afresh %q", seed, step, state, a, got.GetAnnotations()[a], fresh.GetAnnotations()[a])
+				}
+			}
+			DeploymentKind.Trim(got)
+			cached = got
+		}
+	}
+	if carried == 0 || computed == 0 {
+		t.Errorf("%d versions carried over, %d computed: the sequences must try both", carried, computed)
+	}
 }

@@ -200,7 +200,8 @@ func (in *deploymentInputs) fingerprint() string {
 }
 
 // live returns the parts of in as the content of a Deployment, decoded as
-// client-go decodes unstructured objects (integers as int64).
+// client-go decodes unstructured objects (integers as int64), with the
+// operator's own apply alone among the managed fields.
 func (in *deploymentInputs) live() (map[string]interface{}, error) {
 	metadata, spec := map[string]interface{}{}, map[string]interface{}{}
 	parts := []struct {
@@ -225,9 +226,6 @@ func (in *deploymentInputs) live() (map[string]interface{}, error) {
 			continue
 		}
 		entry := map[string]interface{}{"manager": e.Manager, "operation": e.Operation}
-		if e.Subresource != "" {
-			entry["subresource"] = e.Subresource
-		}
 		fields, err := jsonObject(e.FieldsV1)
 		if err != nil {
 			return nil, err

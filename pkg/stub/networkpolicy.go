@@ -70,17 +70,12 @@ var networkPolicyChild = &ownedChild[*networkingv1.NetworkPolicy]{
 // trimNetworkPolicy keeps in place of the spec.
 func observeNetworkPolicy(raw []byte, _, obj kube.Object) error {
 	var live struct {
-		Spec json.RawMessage `json:"spec"`
+		Spec interface{} `json:"spec"`
 	}
-	err := json.Unmarshal(raw, &live)
-	var spec interface{}
-	if err == nil && len(live.Spec) > 0 {
-		err = json.Unmarshal(live.Spec, &spec)
+	if err := json.Unmarshal(raw, &live); err != nil {
+		return fmt.Errorf("failed to decode networkpolicy %s/%s: %v", obj.GetNamespace(), obj.GetName(), err)
 	}
-	var digest string
-	if err == nil {
-		digest, err = memcached.NetworkPolicyDigest(spec)
-	}
+	digest, err := memcached.NetworkPolicyDigest(live.Spec)
 	if err != nil {
 		return fmt.Errorf("failed to digest networkpolicy %s/%s: %v", obj.GetNamespace(), obj.GetName(), err)
 	}

@@ -109,20 +109,29 @@ type jsonEvents struct {
 	body   io.ReadCloser
 	stream *bufio.Reader
 	cached cachedFunc
-	// frame is the buffer of the event being read.
+	// frame is the buffer of the event being read, kept for the next one
+	// up to maxKeptFrame.
 	frame []byte
 }
+
+// maxKeptFrame bounds the buffer that a watch keeps between events: an
+// object that a tenant made large, up to the API server's limit of about
+// 1.5 MiB, costs its buffer once, not for the life of the watch.
+const maxKeptFrame = 64 << 10
 
 // Decode returns the next event. An object that does not decode comes as an
 // error event, upon which the cache lists again, as after an error that
 // the API server sends; a stream that ends or breaks ends the watch, which
 // the cache then opens again.
 func (d *jsonEvents) Decode() (watch.EventType, runtime.Object, error) {
-	var err error
-	if d.frame, err = nextJSONValue(d.stream, d.frame[:0]); err != nil {
+	frame, err := nextJSONValue(d.stream, d.frame[:0])
+	if err != nil {
 		return "", nil, err
 	}
-	eventType, object, err := splitEvent(d.frame)
+	if d.frame = frame; cap(frame) > maxKeptFrame {
+		d.frame = nil
+	}
+	eventType, object, err := splitEvent(frame)
 	if err != nil {
 		return watch.Error, &metav1.Status{Status: metav1.StatusFailure, Message: fmt.Sprintf("failed to decode an event of the %s watch: %v", d.kind, err)}, nil
 	}

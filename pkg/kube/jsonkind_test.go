@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand"
+	"strings"
 	"testing"
 	"testing/iotest"
 
@@ -476,5 +477,32 @@ func TestCarriedOverDigestsMatchInAnyOrder(t *testing.T) {
 	}
 	if carried == 0 || computed == 0 {
 		t.Errorf("%d versions carried over, %d computed: the sequences must try both", carried, computed)
+	}
+}
+
+// TestJSONWatchKeepsNoLargeBuffer: after an event larger than
+// maxKeptFrame, such as a Deployment a tenant filled with annotations,
+// the watch lets its buffer go, and decodes the next event as before.
+func TestJSONWatchKeepsNoLargeBuffer(t *testing.T) {
+	large := readTestdata(t, "live-applied.json").Object
+	large["metadata"].(map[string]interface{})["annotations"] = map[string]interface{}{"big": strings.Repeat("x", 2*maxKeptFrame)}
+	small := readTestdata(t, "live-applied.json").Object
+	var stream bytes.Buffer
+	for _, o := range []interface{}{large, small} {
+		stream.Write(marshal(t, map[string]interface{}{"type": "MODIFIED", "object": o}))
+	}
+	body := io.NopCloser(&stream)
+	d := &jsonEvents{kind: DeploymentKind, body: body, stream: bufio.NewReader(body)}
+	for i, want := range []int{2 * maxKeptFrame, 0} {
+		eventType, obj, err := d.Decode()
+		if err != nil || eventType != watch.Modified {
+			t.Fatalf("event %d: %s, %v", i, eventType, err)
+		}
+		if got := len(obj.(*appsv1.Deployment).Annotations["big"]); got != want {
+			t.Errorf("event %d: annotation of %d bytes, want %d", i, got, want)
+		}
+		if cap(d.frame) > maxKeptFrame {
+			t.Errorf("event %d: the watch keeps a buffer of %d bytes", i, cap(d.frame))
+		}
 	}
 }

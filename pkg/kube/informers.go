@@ -63,10 +63,10 @@ const listPage = 500
 // It lists page by page, each page trimmed before the next is asked for, so
 // that a starting replica holds one page of objects as the API server sent
 // them at a time, not every object's, such as twenty thousand untrimmed
-// pods for ten thousand Memcacheds. The pages of one list are one snapshot, that of the first page. They are
-// read at the latest version: client-go 1.11's reflector lists at
-// resourceVersion 0, which the API server serves whole from its cache,
-// whatever the limit.
+// pods for ten thousand Memcacheds. The pages of one list are one
+// snapshot, that of the first page. They are read at the latest version:
+// client-go 1.11's reflector lists at resourceVersion 0, which the API
+// server serves whole from its cache, whatever the limit.
 func trimmedListWatch(selectWith func(*metav1.ListOptions), list func(metav1.ListOptions) (runtime.Object, error), watchFn func(metav1.ListOptions) (watch.Interface, error), trim func(runtime.Object)) *cache.ListWatch {
 	return &cache.ListWatch{
 		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
